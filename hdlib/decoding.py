@@ -1,0 +1,225 @@
+"""The decoding loop: propose, verify, accept, update, one typed `Step` per iteration.
+
+`decode` is a generator, so a notebook can replay a generation step by step and a benchmark can
+stop it early; `generate` drains it into a `Generation`. Plain decoding is the same loop with no
+tiers: every tree is just the root, every step emits one token.
+
+Invariant between steps: `tokens` is the whole text so far, the KV cache holds all of it but the
+newest token, and that newest token is the root of the next draft tree.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+
+import torch
+from transformers import PreTrainedModel
+
+from hdlib.budget import BudgetPolicy, FixedBudget
+from hdlib.drafter import Drafter
+from hdlib.errors import HDError
+from hdlib.tiers.base import Tier
+from hdlib.trace import Generation, Step, StepTimes
+from hdlib.tree import DraftTree, tree_buffers
+from hdlib.verifier import AttentionLayout, compact_cache, greedy_accept, new_cache, prefill, tree_logits
+
+
+@dataclass(frozen=True)
+class DecodeSettings:
+    max_new_tokens: int = 256  # the answer stops here at the latest
+    temperature: float = 0.0  # 0 is greedy; sampling arrives with the sampling verifier
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.max_new_tokens, int) or self.max_new_tokens < 1:
+            raise HDError(f"max_new_tokens must be a positive integer, got {self.max_new_tokens!r}")
+        if self.temperature < 0:
+            raise HDError(f"temperature must be >= 0, got {self.temperature}")
+        if self.temperature > 0:
+            raise HDError("temperature > 0 (sampling) is not supported yet: use 0 for greedy decoding")
+
+
+def context_length(model: PreTrainedModel) -> int:
+    return int(model.config.max_position_embeddings)
+
+
+def check_prompt(prompt_ids: Sequence[int], limit: int) -> None:
+    if len(prompt_ids) == 0:
+        raise HDError("the prompt is empty")
+    if len(prompt_ids) >= limit:
+        raise HDError(
+            f"the prompt has {len(prompt_ids)} tokens but the model's context holds {limit}: "
+            "shorten the prompt"
+        )
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+class _Verifier:
+    """The model side of a step: forward over the tree, greedy acceptance, cache compaction."""
+
+    def __init__(self, model: PreTrainedModel) -> None:
+        self.model = model
+        self.device = model.device
+        self.layout = AttentionLayout.of(model)
+        self.cache = new_cache()
+
+    @torch.inference_mode()
+    def prefill(self, tokens: list[int]) -> None:
+        prefill(self.model, tokens, self.cache)
+
+    @torch.inference_mode()
+    def step(self, tree: DraftTree, past_len: int) -> tuple[list[int], int, list[float]]:
+        """Accepted node path, bonus token, and the seconds of [tree, forward, accept, compact]."""
+        marks = [time.perf_counter()]
+        buffers = tree_buffers(tree, past_len, self.device)
+        marks.append(time.perf_counter())
+        logits = tree_logits(self.model, self.layout, buffers, self.cache, past_len)
+        predictions = logits.argmax(dim=-1)
+        _sync(self.device)
+        marks.append(time.perf_counter())
+        path, bonus = greedy_accept(buffers.input_ids, buffers.retrieve_indices, predictions)
+        marks.append(time.perf_counter())
+        compact_cache(self.cache, past_len, path)
+        marks.append(time.perf_counter())
+        return path, bonus, [b - a for a, b in zip(marks, marks[1:])]
+
+
+def decode(
+    model: PreTrainedModel,
+    prompt_ids: Sequence[int],
+    drafter: Drafter | None = None,
+    settings: DecodeSettings | None = None,
+    eos_token_ids: Iterable[int] = (),
+    budget: BudgetPolicy | None = None,
+) -> Iterator[Step]:
+    """Yield one `Step` per forward pass until end-of-sequence, max_new_tokens or the context limit.
+
+    The prompt is prefilled before the first step. With no drafter (or a budget of 0) this is plain
+    greedy decoding.
+    """
+    settings = settings or DecodeSettings()
+    drafter = drafter or Drafter([])
+    budget = budget or FixedBudget(0 if not drafter.tiers else 8)
+    eos = frozenset(eos_token_ids)
+    limit = context_length(model)
+    tokens = list(prompt_ids)
+    check_prompt(tokens, limit)
+
+    verifier = _Verifier(model)
+    verifier.prefill(tokens[:-1])
+    drafter.begin(tokens)
+    generated = 0
+    index = 0
+    while generated < settings.max_new_tokens and len(tokens) < limit:
+        # A draft deeper than this could not be used: the step also emits the bonus token, and the
+        # answer may not pass max_new_tokens nor the text the model's context.
+        max_depth = min(settings.max_new_tokens - generated, limit - len(tokens)) - 1
+        k = budget.budget(len(tokens))
+        start = time.perf_counter()
+        tree = drafter.draft(tokens, k, max_depth) if k > 0 else DraftTree(root=tokens[-1])
+        draft_s = time.perf_counter() - start
+
+        past_len = len(tokens) - 1
+        path, bonus, (tree_s, forward_s, accept_s, compact_s) = verifier.step(tree, past_len)
+
+        start = time.perf_counter()
+        emitted = [tree.tokens[n] for n in path[1:]] + [bonus]
+        tiers = [tree.tiers[n] for n in path[1:]] + [Tier.TARGET]
+        for i, token in enumerate(emitted):
+            if token in eos:
+                del emitted[i + 1 :], tiers[i + 1 :]
+                break
+        tokens.extend(emitted)
+        generated += len(emitted)
+        drafter.update(emitted)
+        update_s = time.perf_counter() - start + compact_s
+
+        step = Step(
+            index=index,
+            context_len=past_len + 1,
+            budget=k,
+            tree=tree,
+            accepted_nodes=tuple(path),
+            tokens=tuple(emitted),
+            tiers=tuple(tiers),
+            times=StepTimes(draft_s, tree_s, forward_s, accept_s, update_s),
+        )
+        budget.observe(step)
+        index += 1
+        yield step
+        if emitted[-1] in eos:
+            return
+
+
+def stop_reason(tokens: Sequence[int], eos: frozenset[int], max_new_tokens: int) -> str:
+    if tokens and tokens[-1] in eos:
+        return "eos"
+    return "max_new_tokens" if len(tokens) >= max_new_tokens else "context_length"
+
+
+def run(
+    model: PreTrainedModel,
+    prompt_ids: Sequence[int],
+    drafter: Drafter | None = None,
+    settings: DecodeSettings | None = None,
+    eos_token_ids: Iterable[int] = (),
+    budget: BudgetPolicy | None = None,
+) -> Generation:
+    """Drain `decode` into a `Generation` (tokens, steps, timings); no text."""
+    settings = settings or DecodeSettings()
+    eos = frozenset(eos_token_ids)
+    start = time.perf_counter()
+    steps = list(decode(model, prompt_ids, drafter, settings, eos, budget))
+    wall = time.perf_counter() - start
+    tokens = [t for s in steps for t in s.tokens]
+    step_s = sum(s.times.total for s in steps)
+    return Generation(
+        prompt_ids=list(prompt_ids),
+        tokens=tokens,
+        steps=steps,
+        stop_reason=stop_reason(tokens, eos, settings.max_new_tokens),
+        wall_s=wall,
+        prefill_s=max(wall - step_s, 0.0),
+        tier_order=drafter.order if drafter else [],
+    )
+
+
+def generate(
+    lm,  # hdlib.models.LoadedModel
+    prompt: str | Sequence[int],
+    tiers: str | Sequence = ("context",),
+    max_new_tokens: int = 256,
+    budget: int | None = None,
+    chat: bool = True,
+) -> Generation:
+    """Answer `prompt` with HD (or plain decoding when `tiers` is empty) and return the record.
+
+    `prompt` is text (wrapped in the model's chat template when `chat`) or token ids. `budget` is the
+    most draft tokens per step; None chooses it per step from the measured forward time.
+    """
+    from hdlib.budget import AdaptiveBudget, load_or_measure
+    from hdlib.tiers import make_tier, parse_tiers
+
+    settings = DecodeSettings(max_new_tokens=max_new_tokens)
+    if isinstance(prompt, str):
+        if not prompt.strip():
+            raise HDError("the prompt is empty")
+        prompt_ids = lm.encode_prompt(prompt, chat=chat)
+    else:
+        prompt_ids = list(prompt)
+    check_prompt(prompt_ids, context_length(lm.model))
+    drafter = Drafter([make_tier(t, lm) for t in parse_tiers(tiers)])
+    if not drafter.tiers:
+        policy: BudgetPolicy = FixedBudget(0)
+    elif budget is None:
+        policy = AdaptiveBudget(load_or_measure(lm.model))
+    else:
+        policy = FixedBudget(budget)
+    result = run(lm.model, prompt_ids, drafter, settings, lm.eos_token_ids, policy)
+    result.text = lm.decode(result.tokens)
+    return result

@@ -1,0 +1,56 @@
+"""The drafter: ask the tiers in order and fill the token budget with a trie of drafts.
+
+Temporal locality decides the order: the first tier gets the whole budget, the next only what is
+left, and a tier is not asked at all once the budget is full. Drafts that repeat, or are prefixes of
+one another, merge in the trie and cost nothing twice; a shared token keeps the tier that proposed
+it first.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+from hdlib.errors import HDError
+from hdlib.tiers.base import DraftTier, Tier
+from hdlib.tree import DraftTree
+
+
+class Drafter:
+    def __init__(self, tiers: Sequence[DraftTier]) -> None:
+        kinds = [t.tier for t in tiers]
+        if len(set(kinds)) != len(kinds):
+            raise HDError(f"each tier may appear once, got {[k.value for k in kinds]}")
+        self.tiers = list(tiers)
+        self.lookup_s: dict[Tier, float] = {}  # time spent in each tier's lookup, last call
+
+    @property
+    def order(self) -> list[Tier]:
+        return [t.tier for t in self.tiers]
+
+    def begin(self, prompt: Sequence[int]) -> None:
+        for tier in self.tiers:
+            tier.begin(prompt)
+
+    def update(self, accepted: Sequence[int]) -> None:
+        for tier in self.tiers:
+            tier.update(accepted)
+
+    def draft(self, context: Sequence[int], budget: int, max_depth: int) -> DraftTree:
+        """A trie rooted at the newest context token with at most `budget` draft tokens."""
+        tree = DraftTree(root=context[-1])
+        self.lookup_s = {}
+        if max_depth <= 0:
+            return tree
+        for tier in self.tiers:
+            left = budget - tree.n_drafted
+            if left <= 0:
+                break
+            start = time.perf_counter()
+            drafts = tier.lookup(context, left)
+            self.lookup_s[tier.tier] = time.perf_counter() - start
+            for draft in drafts:
+                left -= tree.add(draft, tier.tier, max_new=left, max_depth=max_depth)
+                if left <= 0:
+                    break
+        return tree

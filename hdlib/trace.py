@@ -1,0 +1,113 @@
+"""What a generation leaves behind: one typed record per step, and the result that sums them up.
+
+A `Step` says which drafts were proposed (the trie, each node with its tier), which path the model
+accepted, which tier each accepted token came from (the bonus token is `Tier.TARGET`), and where the
+time went. A `Generation` holds the steps with the text and the numbers people quote: mean accepted
+tokens per step (MAT), tokens per second, tokens per tier, the engine's share of the step time.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+from hdlib.tiers.base import Tier
+from hdlib.tree import DraftTree
+
+
+@dataclass(frozen=True)
+class StepTimes:
+    """Seconds spent in each phase of one step."""
+
+    draft: float  # asking the tiers
+    tree: float  # trie -> tensors and masks
+    forward: float  # the target model's forward pass
+    accept: float  # choosing the accepted path
+    update: float  # cache compaction and tier updates
+
+    @property
+    def total(self) -> float:
+        return self.draft + self.tree + self.forward + self.accept + self.update
+
+    @property
+    def overhead(self) -> float:
+        """The engine's own time: everything but the forward pass."""
+        return self.total - self.forward
+
+
+@dataclass(frozen=True)
+class Step:
+    index: int
+    context_len: int  # tokens before this step
+    budget: int  # the most draft tokens this step could have
+    tree: DraftTree  # the drafts, merged, each node with its tier
+    accepted_nodes: tuple[int, ...]  # the accepted path through the tree, root first
+    tokens: tuple[int, ...]  # what the step emitted: accepted drafts, then the bonus token
+    tiers: tuple[Tier, ...]  # one per emitted token
+    times: StepTimes
+
+    @property
+    def n_accepted_drafts(self) -> int:
+        return sum(t is not Tier.TARGET for t in self.tiers)
+
+
+STOP_REASONS = ("eos", "max_new_tokens", "context_length")
+
+
+@dataclass
+class Generation:
+    prompt_ids: list[int]
+    tokens: list[int]  # the new tokens, end-of-sequence token included if one was produced
+    steps: list[Step]
+    stop_reason: str  # one of STOP_REASONS
+    wall_s: float  # from the first prefill to the last step
+    prefill_s: float
+    text: str = ""
+    tier_order: list[Tier] = field(default_factory=list)
+
+    @property
+    def mat(self) -> float:
+        """Mean tokens emitted per step, bonus included (plain decoding: 1.0)."""
+        return len(self.tokens) / len(self.steps) if self.steps else 0.0
+
+    @property
+    def tokens_per_s(self) -> float:
+        return len(self.tokens) / self.wall_s if self.wall_s > 0 else 0.0
+
+    @property
+    def tier_counts(self) -> Counter[Tier]:
+        """Emitted tokens per tier; the bonus tokens are counted under Tier.TARGET."""
+        return Counter(t for s in self.steps for t in s.tiers)
+
+    @property
+    def step_time(self) -> StepTimes:
+        """Total seconds per phase over all steps."""
+        return StepTimes(
+            *(sum(getattr(s.times, f) for s in self.steps) for f in ("draft", "tree", "forward", "accept", "update"))
+        )
+
+    @property
+    def overhead_frac(self) -> float:
+        """Share of the step time spent in the engine rather than in the forward pass."""
+        t = self.step_time
+        return t.overhead / t.total if t.total > 0 else 0.0
+
+    @property
+    def stop_message(self) -> str:
+        return {
+            "eos": "the model ended its answer",
+            "max_new_tokens": "reached max_new_tokens",
+            "context_length": "stopped at the model's context length",
+        }[self.stop_reason]
+
+    def summary(self) -> dict[str, object]:
+        counts = self.tier_counts
+        return {
+            "new_tokens": len(self.tokens),
+            "steps": len(self.steps),
+            "mat": round(self.mat, 3),
+            "tokens_per_s": round(self.tokens_per_s, 2),
+            "overhead_frac": round(self.overhead_frac, 4),
+            "tiers": {t.value: counts.get(t, 0) for t in [*self.tier_order, Tier.TARGET]},
+            "stop_reason": self.stop_reason,
+        }

@@ -1,0 +1,120 @@
+"""Drafts as a trie, and the tensors that let the target model verify the whole trie in one pass.
+
+Node 0 is the root: the newest token of the context, not yet in the KV cache. Every other node is a
+draft token; a node's parent is the token before it. Nodes are numbered in the order they were
+added, so a parent always comes before its children and the order is the drafter's priority.
+
+`tree_buffers` turns a trie into what one forward pass needs (Medusa's "tree buffers"):
+
+    input_ids        (N,)        the node tokens
+    position_ids     (N,)        past_len + depth: siblings share a position
+    ancestors        (N, N)      bool, node i may attend to node j (j is i or an ancestor of i)
+    retrieve_indices (P, D + 1)  every root-to-leaf path as node indices, padded with -1
+
+It is a pure function with an explicit device, so a notebook can draw the mask on the CPU.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from hdlib.tiers.base import Tier
+
+
+@dataclass
+class DraftTree:
+    """A trie of draft tokens. Node 0 is the root (the newest context token)."""
+
+    root: int
+    tokens: list[int] = field(default_factory=list)
+    parents: list[int] = field(default_factory=list)
+    depths: list[int] = field(default_factory=list)
+    tiers: list[Tier | None] = field(default_factory=list)
+    _children: list[dict[int, int]] = field(default_factory=list, repr=False)
+
+    def __post_init__(self) -> None:
+        if not self.tokens:
+            self.tokens, self.parents, self.depths, self.tiers = [self.root], [-1], [0], [None]
+            self._children = [{}]
+
+    def __len__(self) -> int:
+        return len(self.tokens)
+
+    @property
+    def n_drafted(self) -> int:
+        return len(self.tokens) - 1
+
+    def add(self, draft: Sequence[int], tier: Tier, max_new: int, max_depth: int) -> int:
+        """Insert a draft below the root; return how many new nodes it made.
+
+        A prefix already in the trie is shared, and its nodes keep the tier that added them first
+        (the higher tier). At most `max_new` nodes are added and no node goes deeper than
+        `max_depth`, so a draft may be cut.
+        """
+        node, added = 0, 0
+        for token in draft[:max_depth]:
+            child = self._children[node].get(token)
+            if child is None:
+                if added == max_new:
+                    break
+                child = len(self.tokens)
+                self.tokens.append(token)
+                self.parents.append(node)
+                self.depths.append(self.depths[node] + 1)
+                self.tiers.append(tier)
+                self._children.append({})
+                self._children[node][token] = child
+                added += 1
+            node = child
+        return added
+
+    def child(self, node: int, token: int) -> int | None:
+        return self._children[node].get(token)
+
+    def path_to(self, node: int) -> list[int]:
+        """Node indices from the root to `node`, both included."""
+        path = []
+        while node >= 0:
+            path.append(node)
+            node = self.parents[node]
+        return path[::-1]
+
+    def leaves(self) -> list[int]:
+        return [i for i, kids in enumerate(self._children) if not kids]
+
+
+@dataclass(frozen=True)
+class TreeBuffers:
+    input_ids: torch.Tensor  # (N,) long
+    position_ids: torch.Tensor  # (N,) long
+    ancestors: torch.Tensor  # (N, N) bool
+    retrieve_indices: torch.Tensor  # (P, D + 1) long, -1 padded
+
+
+def ancestor_matrix(parents: Sequence[int]) -> np.ndarray:
+    """(N, N) bool: row i is True at i and at every ancestor of i. Parents precede children."""
+    n = len(parents)
+    anc = np.zeros((n, n), dtype=bool)
+    for i in range(n):
+        if parents[i] >= 0:
+            anc[i] = anc[parents[i]]
+        anc[i, i] = True
+    return anc
+
+
+def tree_buffers(tree: DraftTree, past_len: int, device: torch.device | str) -> TreeBuffers:
+    paths = [tree.path_to(leaf) for leaf in tree.leaves()]
+    width = max(len(p) for p in paths)
+    retrieve = np.full((len(paths), width), -1, dtype=np.int64)
+    for row, path in enumerate(paths):
+        retrieve[row, : len(path)] = path
+    return TreeBuffers(
+        input_ids=torch.tensor(tree.tokens, dtype=torch.long, device=device),
+        position_ids=torch.tensor(tree.depths, dtype=torch.long, device=device) + past_len,
+        ancestors=torch.from_numpy(ancestor_matrix(tree.parents)).to(device),
+        retrieve_indices=torch.from_numpy(retrieve).to(device),
+    )

@@ -1,0 +1,139 @@
+"""Verification: one forward pass of the target model over the draft tree, then acceptance.
+
+The KV cache holds every committed token but the newest (the tree's root). The tree's nodes are
+appended to it in one pass, each attending to the whole cache and to its own ancestors, at the
+position it would have in the text. Afterwards the cache is compacted so it holds exactly the
+accepted path: the entries of rejected branches are dropped, the accepted ones moved down.
+
+Masks. Llama-style models take one 4D float mask. Models that mix sliding-window and full attention
+layers (Gemma 3) take a dict of masks per attention type; the sliding one also hides keys that fall
+outside the window as seen from each node's own position. The cache must then be a plain
+`DynamicCache()` (full-length layers): a sliding cache would evict keys before the engine knows
+which branch wins.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from transformers import DynamicCache, PreTrainedModel
+
+from hdlib.errors import HDError
+from hdlib.tree import TreeBuffers
+
+
+@dataclass(frozen=True)
+class AttentionLayout:
+    """How a model wants its masks: one tensor, or one per layer type with a sliding window."""
+
+    layer_types: frozenset[str]
+    sliding_window: int | None
+
+    @classmethod
+    def of(cls, model: PreTrainedModel) -> AttentionLayout:
+        config = model.config
+        types = frozenset(getattr(config, "layer_types", None) or ["full_attention"])
+        window = getattr(config, "sliding_window", None)
+        unsupported = types - {"full_attention", "sliding_attention"}
+        if unsupported:
+            raise HDError(f"{type(model).__name__}: attention types {sorted(unsupported)} are not supported")
+        if "sliding_attention" not in types and window is not None:
+            # Mistral-style sliding window on every layer: not handled by the dict-of-masks route.
+            raise HDError(f"{type(model).__name__}: a sliding window without per-layer types is not supported")
+        return cls(types, window if "sliding_attention" in types else None)
+
+
+def tree_attention_mask(
+    buffers: TreeBuffers,
+    past_len: int,
+    dtype: torch.dtype,
+    sliding_window: int | None = None,
+) -> torch.Tensor:
+    """(1, 1, N, past_len + N) additive mask: 0 where a node may look, the dtype's minimum elsewhere."""
+    n = buffers.input_ids.shape[0]
+    device = buffers.input_ids.device
+    visible = torch.ones(n, past_len + n, dtype=torch.bool, device=device)
+    visible[:, past_len:] = buffers.ancestors
+    if sliding_window is not None:
+        key_pos = torch.cat([torch.arange(past_len, device=device), buffers.position_ids])
+        visible &= buffers.position_ids[:, None] - key_pos[None, :] < sliding_window
+    mask = torch.zeros(n, past_len + n, dtype=dtype, device=device)
+    mask.masked_fill_(~visible, torch.finfo(dtype).min)
+    return mask[None, None]
+
+
+def model_masks(
+    layout: AttentionLayout, buffers: TreeBuffers, past_len: int, dtype: torch.dtype
+) -> torch.Tensor | dict[str, torch.Tensor]:
+    if layout.sliding_window is None:
+        return tree_attention_mask(buffers, past_len, dtype)
+    return {
+        "full_attention": tree_attention_mask(buffers, past_len, dtype),
+        "sliding_attention": tree_attention_mask(buffers, past_len, dtype, layout.sliding_window),
+    }
+
+
+def new_cache() -> DynamicCache:
+    # No config on purpose: full-length layers everywhere (see the module docstring).
+    return DynamicCache()
+
+
+def prefill(model: PreTrainedModel, tokens: list[int], cache: DynamicCache) -> None:
+    """Put `tokens` into the cache with the model's own causal masks; no logits are needed."""
+    if tokens:
+        ids = torch.tensor([tokens], dtype=torch.long, device=model.device)
+        model(input_ids=ids, cache=cache, use_cache=True, logits_to_keep=1)
+
+
+def tree_logits(
+    model: PreTrainedModel,
+    layout: AttentionLayout,
+    buffers: TreeBuffers,
+    cache: DynamicCache,
+    past_len: int,
+) -> torch.Tensor:
+    """(N, V) logits of every tree node: what the model predicts after that node."""
+    masks = model_masks(layout, buffers, past_len, model.dtype)
+    out = model(
+        input_ids=buffers.input_ids[None],
+        position_ids=buffers.position_ids[None],
+        attention_mask=masks,
+        cache=cache,
+        use_cache=True,
+    )
+    return out.logits[0]
+
+
+def greedy_accept(
+    input_ids: torch.Tensor, retrieve_indices: torch.Tensor, predictions: torch.Tensor
+) -> tuple[list[int], int]:
+    """The longest root path whose every draft token is the model's argmax, and the bonus token.
+
+    input_ids (N,), retrieve_indices (P, D + 1), predictions (N,) the argmax after each node.
+    Returns the accepted node indices (root first) and the model's token after the last of them.
+    """
+    nodes = retrieve_indices.clamp(min=0)  # (P, D + 1); padding is masked below
+    drafted = input_ids[nodes[:, 1:]]  # (P, D)
+    expected = predictions[nodes[:, :-1]]  # (P, D)
+    ok = (drafted == expected) & (retrieve_indices[:, 1:] >= 0)
+    lengths = ok.to(torch.int32).cumprod(dim=1).sum(dim=1)  # (P,)
+    best = int(lengths.argmax())
+    path = nodes[best, : int(lengths[best]) + 1].tolist()
+    return path, int(predictions[path[-1]])
+
+
+def compact_cache(cache: DynamicCache, past_len: int, keep: list[int]) -> None:
+    """Keep, after the first `past_len` entries, only the tree nodes `keep` (ascending), in order."""
+    contiguous = keep == list(range(len(keep)))
+    index = None if contiguous else torch.tensor(keep, dtype=torch.long) + past_len
+    end = past_len + len(keep)
+    for layer in cache.layers:
+        if layer.keys is None or layer.keys.numel() == 0:
+            continue
+        if index is not None:
+            idx = index.to(layer.keys.device)
+            layer.keys[:, :, past_len:end] = layer.keys.index_select(2, idx)
+            layer.values[:, :, past_len:end] = layer.values.index_select(2, idx)
+        layer.keys = layer.keys[:, :, :end]
+        layer.values = layer.values[:, :, :end]

@@ -1,0 +1,109 @@
+"""The contract: HD's greedy output is plain greedy decoding's output, token for token.
+
+Tiny random Llama and Gemma 3 models (built from configs, no download), random prompts with
+repetition (so the context tier finds matches), random tiers, orders, budgets and lengths. The
+oracle tier makes long accepted runs and rejected branches common.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from hdlib.budget import AdaptiveBudget, FixedBudget, flat_profile
+from hdlib.decoding import DecodeSettings, run
+from hdlib.drafter import Drafter
+from hdlib.errors import HDError
+from hdlib.tiers import ContextSettings, ContextTier, Tier
+from oracle import OracleTier
+from tiny import VOCAB, tiny_gemma3, tiny_llama
+
+MODELS = {"llama": tiny_llama, "gemma3": tiny_gemma3}
+
+
+@functools.cache
+def model(name: str):
+    return MODELS[name]()
+
+
+@functools.cache
+def plain(name: str, prompt: tuple[int, ...], max_new: int, eos: frozenset[int] = frozenset()) -> list[int]:
+    return run(model(name), prompt, None, DecodeSettings(max_new_tokens=max_new), eos).tokens
+
+
+prompts = st.builds(
+    lambda unit, reps, tail: tuple(unit * reps + tail),
+    st.lists(st.integers(3, VOCAB - 1), min_size=1, max_size=10),
+    st.integers(1, 4),
+    st.lists(st.integers(3, VOCAB - 1), max_size=4),
+)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    name=st.sampled_from(sorted(MODELS)),
+    prompt=prompts,
+    order=st.sampled_from(["C", "O", "CO", "OC"]),
+    budget=st.integers(0, 24),
+    max_key=st.integers(1, 4),
+    draft_len=st.integers(1, 8),
+    max_new=st.integers(1, 40),
+    seed=st.integers(0, 1000),
+)
+def test_hd_equals_plain_greedy(name, prompt, order, budget, max_key, draft_len, max_new, seed):
+    want = plain(name, prompt, max_new)
+    truth = list(prompt) + want
+    make = {
+        "C": lambda: ContextTier(ContextSettings(max_key=max_key, draft_len=draft_len)),
+        "O": lambda: OracleTier(truth, VOCAB, seed),
+    }
+    drafter = Drafter([make[c]() for c in order])
+    got = run(model(name), prompt, drafter, DecodeSettings(max_new_tokens=max_new), (), FixedBudget(budget))
+    assert got.tokens == want
+    # Provenance: every emitted token carries the tier of the node it came from; the last is the model's.
+    for step in got.steps:
+        assert step.tiers[-1] is Tier.TARGET
+        assert list(step.tiers[:-1]) == [step.tree.tiers[n] for n in step.accepted_nodes[1 : len(step.tiers)]]
+        assert step.tree.n_drafted <= budget
+    assert len(got.steps) <= len(want)
+    if budget and "O" in order and max_new > 8:
+        assert got.mat > 1.0  # the oracle's truths were accepted: the test exercised acceptance
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_stops_at_end_of_sequence_inside_an_accepted_run(name):
+    prompt = (5, 6, 7, 8, 9) * 3
+    full = plain(name, prompt, 30)
+    eos = frozenset({full[6]})
+    want = plain(name, prompt, 30, eos)
+    assert want[-1] in eos and len(want) <= 7
+    drafter = Drafter([OracleTier(list(prompt) + full, VOCAB, seed=3, tier=Tier.CONTEXT)])
+    got = run(model(name), prompt, drafter, DecodeSettings(max_new_tokens=30), eos, FixedBudget(16))
+    assert got.tokens == want and got.stop_reason == "eos"
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_stops_before_the_context_length(name):
+    m = MODELS[name]()
+    m.config.max_position_embeddings = 24
+    prompt = (5, 6, 7, 8) * 4  # 16 tokens: 8 fit
+    plain_run = run(m, prompt, None, DecodeSettings(max_new_tokens=50))
+    assert len(plain_run.tokens) == 8 and plain_run.stop_reason == "context_length"
+    drafter = Drafter([OracleTier(list(prompt) + plain_run.tokens, VOCAB, seed=1)])
+    got = run(m, prompt, drafter, DecodeSettings(max_new_tokens=50), (), FixedBudget(16))
+    assert got.tokens == plain_run.tokens and got.stop_reason == "context_length"
+    with pytest.raises(HDError, match="context holds 24"):
+        run(m, tuple(range(3, 27)), None, DecodeSettings(max_new_tokens=5))
+
+
+def test_adaptive_budget_is_lossless_and_grows_when_drafts_are_accepted():
+    prompt = (5, 6, 7, 8, 9) * 3
+    want = plain("llama", prompt, 60)
+    policy = AdaptiveBudget(flat_profile())  # forward time flat in k: bigger budgets cost nothing
+    drafter = Drafter([OracleTier(list(prompt) + want, VOCAB, seed=5)])
+    got = run(model("llama"), prompt, drafter, DecodeSettings(max_new_tokens=60), (), policy)
+    assert got.tokens == want
+    assert max(policy.history) > 8

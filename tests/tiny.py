@@ -1,0 +1,53 @@
+"""Tiny random models built from configs: no download, seconds to build, exact enough to test with.
+
+The weights are drawn with a large standard deviation so that the logits are well separated: HD and
+plain decoding run different matrix shapes, and near-ties in a near-uniform random model would let
+rounding (not a bug) flip an argmax.
+"""
+
+from __future__ import annotations
+
+import torch
+from transformers import Gemma3ForCausalLM, Gemma3TextConfig, LlamaConfig, LlamaForCausalLM
+
+VOCAB = 96
+
+
+def tiny_llama(vocab_size: int = VOCAB, seed: int = 0) -> LlamaForCausalLM:
+    torch.manual_seed(seed)
+    config = LlamaConfig(
+        vocab_size=vocab_size,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=512,
+        initializer_range=0.3,
+        bos_token_id=0,
+        eos_token_id=1,
+        pad_token_id=2,
+    )
+    return LlamaForCausalLM(config).eval()
+
+
+def tiny_gemma3(vocab_size: int = VOCAB, seed: int = 0, sliding_window: int = 6) -> Gemma3ForCausalLM:
+    """Gemma 3 with alternating sliding and full attention; the window is short so that tests cross it."""
+    torch.manual_seed(seed)
+    config = Gemma3TextConfig(
+        vocab_size=vocab_size,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=4,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=16,
+        max_position_embeddings=512,
+        sliding_window=sliding_window,
+        layer_types=["sliding_attention", "full_attention"] * 2,
+        initializer_range=0.3,
+        bos_token_id=0,
+        eos_token_id=1,
+        pad_token_id=2,
+    )
+    return Gemma3ForCausalLM(config).eval()
