@@ -7,8 +7,19 @@ rounding (not a bug) flip an argmax.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import torch
-from transformers import Gemma3ForCausalLM, Gemma3TextConfig, LlamaConfig, LlamaForCausalLM
+from tokenizers import Tokenizer
+from tokenizers.models import WordLevel
+from tokenizers.pre_tokenizers import Whitespace
+from transformers import (
+    Gemma3ForCausalLM,
+    Gemma3TextConfig,
+    LlamaConfig,
+    LlamaForCausalLM,
+    PreTrainedTokenizerFast,
+)
 
 VOCAB = 96
 
@@ -51,3 +62,35 @@ def tiny_gemma3(vocab_size: int = VOCAB, seed: int = 0, sliding_window: int = 6)
         pad_token_id=2,
     )
     return Gemma3ForCausalLM(config).eval()
+
+
+WORDS = ["<s>", "</s>", "<pad>", "[UNK]", "<|im_end|>", "user", "assistant", "hello", "world", "how", "are", "you"]
+TEMPLATE = (
+    "{% for m in messages %}<s> {{ m['role'] }} {{ m['content'] }} <|im_end|> {% endfor %}"
+    "{% if add_generation_prompt %}<s> assistant {% endif %}"
+)
+
+
+def tiny_tokenizer(words: list[str] = WORDS, chat: bool = True) -> PreTrainedTokenizerFast:
+    backend = Tokenizer(WordLevel({w: i for i, w in enumerate(words)}, unk_token="[UNK]"))
+    backend.pre_tokenizer = Whitespace()
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=backend,
+        bos_token="<s>",
+        eos_token="</s>",
+        pad_token="<pad>",
+        unk_token="[UNK]",
+        extra_special_tokens=["<|im_end|>"],
+    )
+    if chat:
+        tokenizer.chat_template = TEMPLATE
+    return tokenizer
+
+
+def save_tiny(folder: Path, chat: bool = True, words: list[str] = WORDS) -> Path:
+    """A tiny model folder as save_pretrained writes it; its generation config names a second end token."""
+    model = tiny_llama()
+    model.generation_config.eos_token_id = [1, 11]
+    model.save_pretrained(folder)
+    tiny_tokenizer(words, chat).save_pretrained(folder)
+    return folder

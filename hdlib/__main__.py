@@ -1,0 +1,5 @@
+import sys
+
+from hdlib.cli import main
+
+sys.exit(main())

@@ -1,0 +1,162 @@
+"""The `hdlib` command line.
+
+    hdlib generate --prompt TEXT [--model M] [--tiers context] [--budget N] [--max-new-tokens N]
+    hdlib warmup [--model M]
+
+Every user mistake is one line on stderr, `hdlib: error: ...`, and exit status 2, checked before
+the model is loaded where it can be; nothing is printed to stdout until the answer is complete.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from hdlib.errors import HDError
+from hdlib.tiers import DEFAULT_TIERS, Tier, parse_tiers
+
+COLORS = {Tier.CONTEXT: "32", Tier.MODEL: "34", Tier.STATISTICS: "35", Tier.TARGET: "0"}  # ANSI SGR
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, no usage dump
+        raise HDError(message)
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _budget(text: str) -> int | None:
+    if text == "auto":
+        return None
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 'auto' or a non-negative integer, got {value}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from hdlib.models import DEFAULT_MODEL
+
+    parser = _Parser(prog="hdlib", description="Hierarchy Drafting: lossless speculative decoding from tiers of n-gram databases.")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    gen = sub.add_parser("generate", help="answer a prompt with HD and compare with plain decoding")
+    source = gen.add_mutually_exclusive_group(required=True)
+    source.add_argument("--prompt", help="the prompt text")
+    source.add_argument("--prompt-file", type=Path, help="a UTF-8 text file holding the prompt")
+    gen.add_argument("--model", default=DEFAULT_MODEL, help=f"packaged name, local folder or Hub id (default {DEFAULT_MODEL})")
+    gen.add_argument("--tiers", default=",".join(t.value for t in DEFAULT_TIERS), help="tiers in the order they are asked, e.g. context")
+    gen.add_argument("--budget", type=_budget, default=None, metavar="N|auto", help="draft tokens per step (default: auto, from the measured forward time)")
+    gen.add_argument("--max-new-tokens", type=_positive, default=256)
+    gen.add_argument("--temperature", type=float, default=0.0, help="0 is greedy (the only mode for now)")
+    gen.add_argument("--device", default=None, help="cuda or cpu (default: cuda when present)")
+    gen.add_argument("--no-compare", action="store_true", help="skip the plain-decoding run (no speedup reported)")
+    gen.add_argument("--color", choices=["auto", "always", "never"], default="auto")
+
+    warm = sub.add_parser("warmup", help="convert and cache the model and measure its forward time once")
+    warm.add_argument("--model", default=DEFAULT_MODEL)
+    warm.add_argument("--device", default=None)
+    return parser
+
+
+def read_prompt(args: argparse.Namespace) -> str:
+    if args.prompt_file is not None:
+        try:
+            text = args.prompt_file.read_bytes().decode("utf-8")
+        except OSError as e:
+            raise HDError(f"cannot read prompt file {args.prompt_file}: {e.strerror or e}") from None
+        except UnicodeDecodeError as e:
+            raise HDError(f"prompt file {args.prompt_file} is not UTF-8 text (byte {e.start})") from None
+    else:
+        text = args.prompt
+    if not text.strip():
+        raise HDError("the prompt is empty")
+    return text
+
+
+def colored(pieces: Sequence[str], tiers: Sequence[Tier], enabled: bool) -> str:
+    if not enabled:
+        return "".join(pieces)
+    return "".join(f"\x1b[{COLORS[t]}m{p}\x1b[0m" for p, t in zip(pieces, tiers))
+
+
+def cmd_generate(args: argparse.Namespace) -> int:
+    from hdlib.decoding import DecodeSettings, generate
+    from hdlib.models import load_model
+
+    # Everything that can be checked without the model is checked first.
+    tiers = parse_tiers(args.tiers)
+    DecodeSettings(max_new_tokens=args.max_new_tokens, temperature=args.temperature)
+    prompt = read_prompt(args)
+
+    lm = load_model(args.model, device=args.device)
+    generate(lm, prompt, tiers, max_new_tokens=1, budget=0)  # warm-up; also checks the prompt length
+    plain = None if args.no_compare else generate(lm, prompt, (), max_new_tokens=args.max_new_tokens)
+    hd = generate(lm, prompt, tiers, max_new_tokens=args.max_new_tokens, budget=args.budget)
+
+    use_color = args.color == "always" or (args.color == "auto" and sys.stdout.isatty())
+    tiers_per_token = [t for s in hd.steps for t in s.tiers]
+    out = [colored(lm.token_pieces(hd.tokens), tiers_per_token, use_color), ""]
+    if use_color:
+        out.append("colours: " + " ".join(colored([t.value], [t], True) for t in [*hd.tier_order, Tier.TARGET]))
+    out.extend(report_lines(hd, plain))
+    print("\n".join(out))
+    return 0
+
+
+def report_lines(hd, plain) -> list[str]:
+    """The summary printed under the answer: MAT, speed, speedup, tiers, engine overhead."""
+    n_steps = max(len(hd.steps), 1)
+    t = hd.step_time
+    counts = hd.tier_counts
+    per_tier = ", ".join(f"{tier.value} {counts.get(tier, 0)}" for tier in [*hd.tier_order, Tier.TARGET])
+    lines = [
+        f"HD ({','.join(x.value for x in hd.tier_order) or 'no tiers'}): {len(hd.tokens)} tokens in {len(hd.steps)} steps, "
+        f"MAT {hd.mat:.2f}, {hd.tokens_per_s:.1f} tokens/s; stop: {hd.stop_message}",
+        f"accepted tokens by tier: {per_tier}",
+        f"engine overhead: {100 * hd.overhead_frac:.1f} % of step time "
+        f"(per step: drafting {1e3 * t.draft / n_steps:.2f} ms, tree {1e3 * t.tree / n_steps:.2f} ms, "
+        f"acceptance {1e3 * t.accept / n_steps:.2f} ms, cache+update {1e3 * t.update / n_steps:.2f} ms; "
+        f"forward {1e3 * t.forward / n_steps:.1f} ms)",
+    ]
+    if plain is not None:
+        same = "identical" if plain.tokens == hd.tokens else "DIFFERENT (a bug: please report it)"
+        lines.append(
+            f"plain decoding: {len(plain.tokens)} tokens, {plain.tokens_per_s:.1f} tokens/s; "
+            f"speedup {hd.tokens_per_s / plain.tokens_per_s:.2f}x (measured in this run); output {same}"
+        )
+    return lines
+
+
+def cmd_warmup(args: argparse.Namespace) -> int:
+    from hdlib.budget import load_or_measure
+    from hdlib.models import load_model
+
+    lm = load_model(args.model, device=args.device)
+    profile = load_or_measure(lm.model)
+    s = profile.seconds
+    print(f"{args.model} on {lm.device}: forward of 1 / 16 / 64 tokens = {1e3 * s[0]:.1f} / {1e3 * s[15]:.1f} / {1e3 * s[63]:.1f} ms")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        args = build_parser().parse_args(argv)
+        return {"generate": cmd_generate, "warmup": cmd_warmup}[args.command](args)
+    except HDError as e:
+        print(f"hdlib: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("hdlib: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

