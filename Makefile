@@ -1,0 +1,42 @@
+# hdlib entry points. Everything runs in .venv, which scripts/setup.sh creates
+# and keeps up to date (a no-op re-run takes seconds).
+#
+#   make lab        set up, warm the packaged model, open JupyterLab on notebooks/
+#   make demo       set up, generate one answer on the command line (headless)
+#   make test       set up, run the whole test suite, slow tests included (as CI does)
+#   make test-fast  set up, run the tests not marked slow
+#   make clean      remove caches and build outputs; make distclean also removes .venv
+#
+# Extra pytest arguments: make test PYTEST_ARGS="-k tree -x"
+
+VENV        := .venv
+PY          := $(VENV)/bin/python
+PYTEST_ARGS ?=
+
+.PHONY: help setup lab demo test test-fast clean distclean
+
+help:
+	@grep '^#   make' Makefile | sed 's/^#//'
+
+setup:
+	@bash scripts/setup.sh
+
+lab: setup
+	$(VENV)/bin/hdlib warmup
+	$(VENV)/bin/jupyter lab notebooks/
+
+demo: setup
+	$(VENV)/bin/hdlib generate --prompt-file data/prompts/summarize.txt --max-new-tokens 128
+
+test: setup
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+test-fast: setup
+	$(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
+
+clean:
+	rm -rf build dist .pytest_cache .hypothesis *.egg-info
+	find . -path ./$(VENV) -prune -o \( -name __pycache__ -o -name .ipynb_checkpoints \) -type d -exec rm -rf {} +
+
+distclean: clean
+	rm -rf $(VENV)
