@@ -70,46 +70,66 @@ class ForwardProfile:
 
 
 class AdaptiveBudget:
-    """Chooses k each step from the measured forward times and this generation's acceptance."""
+    """Chooses k each step from the measured forward times and this generation's acceptance.
 
-    def __init__(self, profile: ForwardProfile, max_budget: int = MAX_BUDGET, decay: float = 0.95) -> None:
+    The estimates are over the steps that found drafts: a step without drafts costs forward(1)
+    whatever the budget. A step verified with budget K also tells what any smaller budget k would have given: the
+    accepted path cut to the nodes numbered <= k (parents precede children, so the cut is a prefix
+    of the path), at the cost of min(k, drafted) nodes. So every step updates the estimates of all
+    k <= K at once; now and then a larger budget is tried to learn what lies above.
+    """
+
+    def __init__(
+        self,
+        profile: ForwardProfile,
+        max_budget: int = MAX_BUDGET,
+        decay: float = 0.9,
+        start: int = 8,
+        probe_every: int = 8,
+    ) -> None:
         self.profile = profile
         self.max_budget = min(max_budget, len(profile.seconds) - 1)
-        self.decay = decay  # recent steps count more: a copy phase and a free phase differ
-        # Priors worth two steps: drafts are accepted now and then, and a budget, once given, is used.
-        self.weight = np.full(self.max_budget, 2.0)
-        self.accepted = np.full(self.max_budget, 0.2)
-        self.existed = np.full(self.max_budget, 2.0)
+        self.decay = decay  # recent steps count more: a copying phase and a free phase differ
+        self.start = min(start, self.max_budget)  # the budget before anything is known
+        self.probe_every = probe_every
+        size = self.max_budget + 1
+        self.weight = np.zeros(size)  # decayed count of steps that saw budget k
+        self.gain = np.zeros(size)  # ... and the tokens they would have emitted with budget k
+        self.nodes = np.zeros(size)  # ... and the draft nodes they would have verified
         self.history: list[int] = []
 
     def expected_rate(self) -> np.ndarray:
-        """Expected tokens per second for k = 0..max_budget."""
-        a = np.concatenate([[0.0], np.cumsum(self.accepted / self.weight)])
-        e = np.concatenate([[0.0], np.cumsum(self.existed / self.weight)])
-        cost = np.interp(1 + e, np.arange(1, len(self.profile.seconds) + 1), self.profile.seconds)
-        return (1 + a) / cost
+        """Expected tokens per second for k = 0..max_budget; NaN where nothing is known yet."""
+        with np.errstate(invalid="ignore", divide="ignore"):
+            gain = np.where(self.weight > 0, self.gain / self.weight, np.nan)
+            nodes = np.where(self.weight > 0, self.nodes / self.weight, np.nan)
+        gain[0], nodes[0] = 1.0, 0.0  # no drafts: one token per step, always
+        return gain / np.array([self.profile.forward_s(1 + n) if n == n else np.nan for n in nodes])
 
     def budget(self, context_len: int) -> int:
-        k = int(np.argmax(self.expected_rate()))
+        rate = self.expected_rate()
+        known = int(np.flatnonzero(~np.isnan(rate))[-1])
+        if known == 0:
+            k = self.start
+        else:
+            k = int(np.nanargmax(rate))
+            if len(self.history) % self.probe_every == self.probe_every - 1:
+                # Look a little higher than what is known (or, when drafting does not pay, try it
+                # again): the text may have turned repetitive.
+                k = min(self.max_budget, max(2 * k, self.start, known + 1))
         self.history.append(k)
         return k
 
     def observe(self, step: Step) -> None:
-        k = min(step.budget, self.max_budget)
-        if k == 0:
-            return
-        accepted = np.zeros(k)
-        existed = np.zeros(k)
-        n = min(step.tree.n_drafted, k)
-        existed[:n] = 1.0
-        for node in step.accepted_nodes[1:]:
-            if node <= k:
-                accepted[node - 1] = 1.0
-        for arr in (self.weight, self.accepted, self.existed):
-            arr[:k] *= self.decay
-        self.weight[:k] += 1.0
-        self.accepted[:k] += accepted
-        self.existed[:k] += existed
+        if step.tree.n_drafted == 0:
+            return  # every budget would have cost one forward(1) and given one token: no evidence
+        big_k = min(step.budget, self.max_budget)
+        ks = np.arange(big_k + 1)
+        path = np.asarray(step.accepted_nodes[1:])
+        gain = 1 + np.searchsorted(path, ks, side="right")
+        nodes = np.minimum(ks, step.tree.n_drafted)
+        for total, value in ((self.gain, gain), (self.nodes, nodes), (self.weight, 1.0)):
+            total[: big_k + 1] = self.decay * total[: big_k + 1] + value
 
 
 def _cache_root() -> Path:
@@ -159,8 +179,9 @@ def measure_forward(
     seconds = []
     for k in tqdm(range(1, max_k + 1), desc="measuring forward time", disable=not progress, leave=False):
         seconds.append(statistics.median(one(k) for _ in range(repeats)))
-    # Forward time cannot fall as k grows; noise can make it look so. Keep the curve monotone.
-    seconds = np.maximum.accumulate(seconds).tolist()
+    # Forward time cannot fall as k grows; a noise spike can make it look so. Cap each k by every
+    # larger k (a spike is dropped, not spread to every k above it).
+    seconds = np.minimum.accumulate(seconds[::-1])[::-1].tolist()
     return ForwardProfile(tuple(seconds), context_len, profile_key(model, context_len, max_k))
 
 

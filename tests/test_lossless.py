@@ -48,16 +48,17 @@ prompts = st.builds(
     prompt=prompts,
     order=st.sampled_from(["C", "O", "CO", "OC"]),
     budget=st.integers(0, 24),
-    max_key=st.integers(1, 4),
+    keys=st.tuples(st.integers(1, 4), st.integers(0, 3)),
     draft_len=st.integers(1, 8),
     max_new=st.integers(1, 40),
     seed=st.integers(0, 1000),
 )
-def test_hd_equals_plain_greedy(name, prompt, order, budget, max_key, draft_len, max_new, seed):
+def test_hd_equals_plain_greedy(name, prompt, order, budget, keys, draft_len, max_new, seed):
+    max_key, min_key = keys[0], max(1, keys[0] - keys[1])
     want = plain(name, prompt, max_new)
     truth = list(prompt) + want
     make = {
-        "C": lambda: ContextTier(ContextSettings(max_key=max_key, draft_len=draft_len)),
+        "C": lambda: ContextTier(ContextSettings(max_key=max_key, min_key=min_key, draft_len=draft_len)),
         "O": lambda: OracleTier(truth, VOCAB, seed),
     }
     drafter = Drafter([make[c]() for c in order])

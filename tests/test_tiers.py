@@ -42,12 +42,13 @@ def scan_lookup(tokens: list[int], budget: int, s: ContextSettings) -> list[tupl
     prompt=st.lists(st.integers(0, 4), min_size=1, max_size=30),
     chunks=st.lists(st.lists(st.integers(0, 4), min_size=1, max_size=5), max_size=6),
     budget=st.integers(1, 20),
-    max_key=st.integers(1, 4),
+    keys=st.tuples(st.integers(1, 4), st.integers(0, 3)),
     draft_len=st.integers(1, 6),
     per_key=st.integers(1, 4),
 )
-def test_context_tier_matches_a_scan_of_the_text(prompt, chunks, budget, max_key, draft_len, per_key):
-    s = ContextSettings(max_key=max_key, draft_len=draft_len, per_key=per_key)
+def test_context_tier_matches_a_scan_of_the_text(prompt, chunks, budget, keys, draft_len, per_key):
+    max_key, min_key = keys[0], max(1, keys[0] - keys[1])
+    s = ContextSettings(max_key=max_key, min_key=min_key, draft_len=draft_len, per_key=per_key)
     tier = ContextTier(s)
     tier.begin(prompt)
     text = list(prompt)

@@ -21,7 +21,7 @@ from hdlib.tiers.base import Draft, DraftTier, Tier
 @dataclass(frozen=True)
 class ContextSettings:
     max_key: int = 4  # longest suffix matched; longer keys find fewer but surer continuations
-    min_key: int = 1  # a single-token key still finds something in a short context
+    min_key: int = 2  # a one-token key matches often and is seldom right: on a CPU a wrong draft costs
     draft_len: int = 10  # tokens per continuation; a copy of a passage is long, a guess is not
     per_key: int = 4  # continuations read per key, most recent first
 
