@@ -102,8 +102,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
     hd = generate(lm, prompt, tiers, max_new_tokens=args.max_new_tokens, budget=args.budget)
 
     use_color = args.color == "always" or (args.color == "auto" and sys.stdout.isatty())
-    tiers_per_token = [t for s in hd.steps for t in s.tiers]
-    out = [colored(lm.token_pieces(hd.tokens), tiers_per_token, use_color), ""]
+    out = [colored(hd.pieces, hd.token_tiers, use_color), ""]
     if use_color:
         out.append("colours: " + " ".join(colored([t.value], [t], True) for t in [*hd.tier_order, Tier.TARGET]))
     out.extend(report_lines(hd, plain))

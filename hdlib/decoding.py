@@ -222,4 +222,5 @@ def generate(
         policy = FixedBudget(budget)
     result = run(lm.model, prompt_ids, drafter, settings, lm.eos_token_ids, policy)
     result.text = lm.decode(result.tokens)
+    result.pieces = lm.token_pieces(result.tokens)
     return result

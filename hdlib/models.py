@@ -98,6 +98,9 @@ class LoadedModel:
         pieces, before = [], ""
         for end in range(1, len(ids) + 1):
             text = self.decode(ids[:end])
+            if text.endswith("\ufffd"):  # a character still incomplete: it shows at its last byte
+                pieces.append("")
+                continue
             pieces.append(text[len(before) :] if text.startswith(before) else text)
             before = text
         return pieces
@@ -217,6 +220,13 @@ def _package_file(distribution: str, filename: str) -> Path | None:
             path = Path(str(file.locate()))
             return path if path.is_file() else None
     return None
+
+
+def is_installed(name: str) -> bool:
+    """Whether every package behind packaged model `name` is installed (its conversion may not be)."""
+    entry = PACKAGED[name]
+    files = [*entry.parts, *([entry.checksums] if entry.checksums else [])]
+    return all(_package_file(dist, file) is not None for dist, file in files)
 
 
 def _packaged_folder(name: str, entry: PackagedModel) -> Path:

@@ -8,6 +8,7 @@ tokens per step (MAT), tokens per second, tokens per tier, the engine's share of
 
 from __future__ import annotations
 
+import html
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -53,6 +54,14 @@ class Step:
 
 STOP_REASONS = ("eos", "max_new_tokens", "context_length")
 
+# One colour per origin, shared by every view (colour-blind safe: Okabe-Ito).
+TIER_COLORS = {
+    Tier.CONTEXT: "#009E73",
+    Tier.MODEL: "#0072B2",
+    Tier.STATISTICS: "#CC79A7",
+    Tier.TARGET: "#555555",
+}
+
 
 @dataclass
 class Generation:
@@ -64,6 +73,7 @@ class Generation:
     prefill_s: float
     text: str = ""
     tier_order: list[Tier] = field(default_factory=list)
+    pieces: list[str] = field(default_factory=list)  # the text of each token, when a tokenizer was at hand
 
     @property
     def mat(self) -> float:
@@ -111,3 +121,23 @@ class Generation:
             "tiers": {t.value: counts.get(t, 0) for t in [*self.tier_order, Tier.TARGET]},
             "stop_reason": self.stop_reason,
         }
+
+    @property
+    def token_tiers(self) -> list[Tier]:
+        return [t for s in self.steps for t in s.tiers]
+
+    def _repr_html_(self) -> str:
+        """The answer with each token coloured by the tier it came from, and the summary below."""
+        pieces = self.pieces or [f"[{t}]" for t in self.tokens]
+        spans = "".join(
+            f'<span style="color:{TIER_COLORS[tier]}" title="{tier.value}">{html.escape(piece)}</span>'
+            for piece, tier in zip(pieces, self.token_tiers)
+        )
+        legend = " ".join(
+            f'<span style="color:{TIER_COLORS[t]}">&#9632; {t.value}</span>' for t in [*self.tier_order, Tier.TARGET]
+        )
+        rows = "".join(f"<tr><td>{html.escape(k)}</td><td>{html.escape(str(v))}</td></tr>" for k, v in self.summary().items())
+        return (
+            f'<div style="white-space:pre-wrap;font-family:monospace">{spans}</div>'
+            f"<div>{legend}</div><table>{rows}</table>"
+        )

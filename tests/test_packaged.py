@@ -47,3 +47,17 @@ def test_hd_equals_plain_on_a_long_prompt(lm):
     hd = generate(lm, ids, "context", max_new_tokens=128, budget=12)
     assert hd.tokens == plain.tokens
     assert hd.mat > 1.2  # code explained from its own source: the context tier must find copies
+
+
+def test_hd_equals_plain_on_gemma3_across_its_sliding_window():
+    """Gemma 3 mixes sliding-window (512) and full attention layers; the long prompt crosses the window."""
+    from hdlib import models
+
+    if not models.is_installed("gemma3-270m"):
+        pytest.skip("optional model not installed (HDLIB_GEMMA=1 make setup)")
+    gemma = models.load_model("gemma3-270m")
+    for prompt in (PROMPTS[4], LONG):
+        ids = gemma.encode_prompt(prompt)
+        plain = generate(gemma, ids, (), max_new_tokens=48)
+        hd = generate(gemma, ids, "context", max_new_tokens=48, budget=10)
+        assert hd.tokens == plain.tokens

@@ -1,0 +1,57 @@
+"""The budget policies: fixed budgets are checked, the adaptive one follows cost and acceptance."""
+
+from __future__ import annotations
+
+import pytest
+
+from hdlib.budget import AdaptiveBudget, FixedBudget, ForwardProfile
+from hdlib.errors import HDError
+from hdlib.tiers.base import Tier
+from hdlib.trace import Step, StepTimes
+from hdlib.tree import DraftTree
+
+CPU_LIKE = ForwardProfile(tuple([0.055] + [0.09 + 0.002 * k for k in range(1, 64)]), 256, "cpu-like")
+FLAT = ForwardProfile(tuple([0.05] * 64), 256, "flat")
+
+
+def step(budget: int, drafted: int, accepted: int) -> Step:
+    """A step whose tree is one chain of `drafted` tokens, the first `accepted` of them right."""
+    tree = DraftTree(root=0)
+    tree.add(list(range(1, drafted + 1)), Tier.CONTEXT, drafted, drafted)
+    return Step(0, 10, budget, tree, tuple(range(accepted + 1)), (0,) * (accepted + 1), (Tier.TARGET,), StepTimes(0, 0, 0, 0, 0))
+
+
+def drive(policy: AdaptiveBudget, drafted: int, accepted: int, steps: int = 40) -> list[int]:
+    for _ in range(steps):
+        k = policy.budget(100)
+        n = min(k, drafted)
+        policy.observe(step(k, n, min(accepted, n)))
+    return policy.history
+
+
+def test_fixed_budget_rejects_negative_values():
+    assert FixedBudget(0).budget(5) == 0
+    with pytest.raises(HDError):
+        FixedBudget(-1)
+
+
+def test_drafts_that_are_never_accepted_are_not_worth_a_cpu_forward_pass():
+    history = drive(AdaptiveBudget(CPU_LIKE), drafted=10, accepted=0)
+    assert history[0] == 8  # nothing known yet: the start budget
+    assert history[-16:].count(0) >= 12  # then mostly plain steps, probing now and then
+
+
+def test_long_accepted_drafts_earn_a_large_budget():
+    history = drive(AdaptiveBudget(CPU_LIKE), drafted=30, accepted=30)
+    assert max(history[-8:]) >= 16
+
+
+def test_a_flat_forward_cost_grows_the_budget_to_what_is_accepted():
+    history = drive(AdaptiveBudget(FLAT), drafted=64, accepted=40)
+    assert history[-1] >= 40
+
+
+def test_steps_without_drafts_teach_nothing():
+    policy = AdaptiveBudget(CPU_LIKE)
+    policy.observe(step(8, 0, 0))
+    assert policy.weight.sum() == 0
