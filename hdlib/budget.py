@@ -20,7 +20,6 @@ import statistics
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
@@ -28,6 +27,9 @@ import torch
 from tqdm.auto import tqdm
 
 from hdlib.errors import HDError
+from hdlib.models import cache_dir
+from hdlib.tree import DraftTree, tree_buffers
+from hdlib.verifier import AttentionLayout, compact_cache, new_cache, prefill, tree_logits
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel
@@ -64,9 +66,9 @@ class ForwardProfile:
     context_len: int
     key: str
 
-    def forward_s(self, n_tokens: float) -> float:
-        ks = np.arange(1, len(self.seconds) + 1)
-        return float(np.interp(n_tokens, ks, self.seconds))
+    def forward_s(self, n_tokens: float | np.ndarray) -> np.ndarray:
+        """Seconds for a forward pass over `n_tokens` (interpolated; NaN stays NaN)."""
+        return np.interp(n_tokens, np.arange(1, len(self.seconds) + 1), self.seconds)
 
 
 class AdaptiveBudget:
@@ -104,7 +106,7 @@ class AdaptiveBudget:
             gain = np.where(self.weight > 0, self.gain / self.weight, np.nan)
             nodes = np.where(self.weight > 0, self.nodes / self.weight, np.nan)
         gain[0], nodes[0] = 1.0, 0.0  # no drafts: one token per step, always
-        return gain / np.array([self.profile.forward_s(1 + n) if n == n else np.nan for n in nodes])
+        return gain / self.profile.forward_s(1 + nodes)
 
     def budget(self, context_len: int) -> int:
         rate = self.expected_rate()
@@ -132,12 +134,6 @@ class AdaptiveBudget:
             total[: big_k + 1] = self.decay * total[: big_k + 1] + value
 
 
-def _cache_root() -> Path:
-    from hdlib.models import cache_dir
-
-    return cache_dir()
-
-
 def profile_key(model: PreTrainedModel, context_len: int, max_k: int) -> str:
     """Identifies model architecture and size, dtype, device and threads: what forward time depends on."""
     config = model.config.to_json_string(use_diff=False)
@@ -150,9 +146,6 @@ def measure_forward(
     model: PreTrainedModel, context_len: int = 256, max_k: int = MAX_BUDGET, repeats: int = 3, progress: bool = True
 ) -> ForwardProfile:
     """Time one forward pass of k = 1..max_k tokens (a chain) after `context_len` cached tokens."""
-    from hdlib.tree import DraftTree, tree_buffers
-    from hdlib.verifier import AttentionLayout, compact_cache, new_cache, prefill, tree_logits
-
     if max_k < 1 or context_len < 1:
         raise HDError("measure_forward needs max_k >= 1 and context_len >= 1")
     layout = AttentionLayout.of(model)
@@ -188,7 +181,7 @@ def measure_forward(
 def load_or_measure(model: PreTrainedModel, context_len: int = 256, max_k: int = MAX_BUDGET) -> ForwardProfile:
     """The cached forward profile of this model on this device, measured on first use."""
     key = profile_key(model, context_len, max_k)
-    path = _cache_root() / "forward" / f"{key}.json"
+    path = cache_dir() / "forward" / f"{key}.json"
     if path.exists():
         try:
             data = json.loads(path.read_text())

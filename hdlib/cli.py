@@ -116,14 +116,21 @@ def report_lines(hd, plain) -> list[str]:
     t = hd.step_time
     counts = hd.tier_counts
     per_tier = ", ".join(f"{tier.value} {counts.get(tier, 0)}" for tier in [*hd.tier_order, Tier.TARGET])
+    order = ",".join(x.value for x in hd.tier_order) or "no tiers"
+    per_step = ", ".join(
+        f"{name} {1e3 * seconds / n_steps:.2f} ms"
+        for name, seconds in (("drafting", t.draft), ("tree", t.tree), ("acceptance", t.accept), ("cache+update", t.update))
+    )
     lines = [
-        f"HD ({','.join(x.value for x in hd.tier_order) or 'no tiers'}): {len(hd.tokens)} tokens in {len(hd.steps)} steps, "
-        f"MAT {hd.mat:.2f}, {hd.tokens_per_s:.1f} tokens/s; stop: {hd.stop_message}",
+        (
+            f"HD ({order}): {len(hd.tokens)} tokens in {len(hd.steps)} steps, "
+            f"MAT {hd.mat:.2f}, {hd.tokens_per_s:.1f} tokens/s; stop: {hd.stop_message}"
+        ),
         f"accepted tokens by tier: {per_tier}",
-        f"engine overhead: {100 * hd.overhead_frac:.1f} % of step time "
-        f"(per step: drafting {1e3 * t.draft / n_steps:.2f} ms, tree {1e3 * t.tree / n_steps:.2f} ms, "
-        f"acceptance {1e3 * t.accept / n_steps:.2f} ms, cache+update {1e3 * t.update / n_steps:.2f} ms; "
-        f"forward {1e3 * t.forward / n_steps:.1f} ms)",
+        (
+            f"engine overhead: {100 * hd.overhead_frac:.1f} % of step time "
+            f"(per step: {per_step}; forward {1e3 * t.forward / n_steps:.1f} ms)"
+        ),
     ]
     if plain is not None:
         same = "identical" if plain.tokens == hd.tokens else "DIFFERENT (a bug: please report it)"

@@ -13,17 +13,22 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from itertools import pairwise
+from typing import TYPE_CHECKING
 
 import torch
 from transformers import PreTrainedModel
 
-from hdlib.budget import BudgetPolicy, FixedBudget
+from hdlib.budget import AdaptiveBudget, BudgetPolicy, FixedBudget, load_or_measure
 from hdlib.drafter import Drafter
 from hdlib.errors import HDError
-from hdlib.tiers.base import Tier
+from hdlib.tiers import DraftTier, Tier, make_tier, parse_tiers
 from hdlib.trace import Generation, Step, StepTimes
 from hdlib.tree import DraftTree, tree_buffers
 from hdlib.verifier import AttentionLayout, compact_cache, greedy_accept, new_cache, prefill, tree_logits
+
+if TYPE_CHECKING:
+    from hdlib.models import LoadedModel
 
 
 @dataclass(frozen=True)
@@ -86,7 +91,7 @@ class _Verifier:
         marks.append(time.perf_counter())
         compact_cache(self.cache, past_len, path)
         marks.append(time.perf_counter())
-        return path, bonus, [b - a for a, b in zip(marks, marks[1:])]
+        return path, bonus, [b - a for a, b in pairwise(marks)]
 
 
 def decode(
@@ -190,9 +195,9 @@ def run(
 
 
 def generate(
-    lm,  # hdlib.models.LoadedModel
+    lm: LoadedModel,
     prompt: str | Sequence[int],
-    tiers: str | Sequence = ("context",),
+    tiers: str | Sequence[str | Tier | DraftTier] = ("context",),
     max_new_tokens: int = 256,
     budget: int | None = None,
     chat: bool = True,
@@ -202,9 +207,6 @@ def generate(
     `prompt` is text (wrapped in the model's chat template when `chat`) or token ids. `budget` is the
     most draft tokens per step; None chooses it per step from the measured forward time.
     """
-    from hdlib.budget import AdaptiveBudget, load_or_measure
-    from hdlib.tiers import make_tier, parse_tiers
-
     settings = DecodeSettings(max_new_tokens=max_new_tokens)
     if isinstance(prompt, str):
         if not prompt.strip():
@@ -212,7 +214,7 @@ def generate(
         prompt_ids = lm.encode_prompt(prompt, chat=chat)
     else:
         prompt_ids = list(prompt)
-    check_prompt(prompt_ids, context_length(lm.model))
+    check_prompt(prompt_ids, lm.context_length)
     drafter = Drafter([make_tier(t, lm) for t in parse_tiers(tiers)])
     if not drafter.tiers:
         policy: BudgetPolicy = FixedBudget(0)

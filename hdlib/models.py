@@ -101,7 +101,7 @@ class LoadedModel:
             if text.endswith("\ufffd"):  # a character still incomplete: it shows at its last byte
                 pieces.append("")
                 continue
-            pieces.append(text[len(before) :] if text.startswith(before) else text)
+            pieces.append(text.removeprefix(before))
             before = text
         return pieces
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import huggingface_hub.constants
 import pytest
+from tiny import save_tiny
 
 from hdlib.cli import main
-from tiny import save_tiny
 
 
 @pytest.fixture

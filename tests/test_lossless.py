@@ -12,14 +12,14 @@ import functools
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from oracle import OracleTier
+from tiny import VOCAB, tiny_gemma3, tiny_llama
 
 from hdlib.budget import AdaptiveBudget, FixedBudget, flat_profile
 from hdlib.decoding import DecodeSettings, run
 from hdlib.drafter import Drafter
 from hdlib.errors import HDError
 from hdlib.tiers import ContextSettings, ContextTier, Tier
-from oracle import OracleTier
-from tiny import VOCAB, tiny_gemma3, tiny_llama
 
 MODELS = {"llama": tiny_llama, "gemma3": tiny_gemma3}
 

