@@ -23,7 +23,7 @@ setup:
 
 lab: setup
 	$(VENV)/bin/hdlib warmup
-	$(VENV)/bin/jupyter lab notebooks/
+	$(VENV)/bin/jupyter lab notebooks/ $(if $(filter 0,$(shell id -u)),--allow-root)
 
 demo: setup
 	$(VENV)/bin/hdlib generate --prompt-file data/prompts/summarize.txt --max-new-tokens 128
