@@ -1,0 +1,90 @@
+"""Database files: arrays and JSON metadata in one uncompressed .npz, written atomically.
+
+Opening a database never runs code: numpy reads it with `allow_pickle=False`, and the metadata is
+a JSON document stored as bytes. Every file says what it is (format version, tier), what it was
+built for (the model and a fingerprint of its tokenizer's vocabulary), from what (source, n,
+counts) and when, so that a database built for another tokenizer is refused instead of drafting
+nonsense. The zip container checks a CRC of every array on read: a truncated or corrupt file is
+refused, never used.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import zipfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from hdlib.errors import HDError
+
+FORMAT = "hdlib-db"
+FORMAT_VERSION = 1
+_META = "__meta__"
+
+
+def write_db(path: str | Path, meta: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> Path:
+    """Write `arrays` and `meta` (JSON-able) to `path`: a temporary file first, then a rename."""
+    path = Path(path)
+    if _META in arrays:
+        raise ValueError(f"array name {_META!r} is reserved")
+    full = {"format": FORMAT, "version": FORMAT_VERSION, "written": time.strftime("%Y-%m-%dT%H:%M:%S"), **meta}
+    encoded = np.frombuffer(json.dumps(full, sort_keys=True).encode("utf-8"), dtype=np.uint8)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    try:
+        with open(tmp, "wb") as f:
+            np.savez(f, **{_META: encoded}, **arrays)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return path
+
+
+def read_meta(path: str | Path) -> dict[str, Any]:
+    """The metadata alone (cheap: the arrays are not read)."""
+    return _open(Path(path), arrays=False)[0]
+
+
+def read_db(
+    path: str | Path, tier: str | None = None, fingerprint: str | None = None
+) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """Metadata and arrays of a database; refused unless whole, of this format, tier and tokenizer."""
+    path = Path(path)
+    meta, arrays = _open(path, arrays=True)
+    if tier is not None and meta.get("tier") != tier:
+        raise HDError(f"{path} holds a {meta.get('tier')} database, not a {tier} database")
+    if fingerprint is not None and meta.get("tokenizer") != fingerprint:
+        raise HDError(
+            f"{path} was built for another tokenizer (model {meta.get('model')!r}, vocabulary "
+            f"{meta.get('tokenizer')}; this model's is {fingerprint}): rebuild it with `hdlib build-db`"
+        )
+    return meta, arrays
+
+
+def _open(path: Path, arrays: bool) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    if not path.is_file():
+        raise HDError(f"no database at {path}")
+    try:
+        with np.load(path, allow_pickle=False) as npz:
+            meta = json.loads(bytes(npz[_META]).decode("utf-8"))
+            if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+                raise HDError(f"{path} is not an hdlib database")
+            if meta.get("version") != FORMAT_VERSION:
+                raise HDError(
+                    f"{path} has database format version {meta.get('version')}, this hdlib reads "
+                    f"{FORMAT_VERSION}: rebuild it with `hdlib build-db`"
+                )
+            data = {name: npz[name] for name in npz.files if name != _META} if arrays else {}
+    except HDError:
+        raise
+    except (zipfile.BadZipFile, OSError, ValueError, KeyError, EOFError, UnicodeDecodeError) as error:
+        # ValueError also covers numpy refusing a pickled array: such a file is not ours.
+        raise HDError(f"{path} is truncated or corrupt ({type(error).__name__}: {error}): rebuild it") from None
+    return meta, data
