@@ -1,0 +1,49 @@
+"""Context, context+model and context+model+statistics against plain decoding, on Spec-Bench.
+
+    python benchmarks/tiers.py --questions ../shared/specbench/question.jsonl [--per-task 2]
+        [--max-new-tokens 128] [--out benchmarks/tiers.json]
+
+Two questions per task by default (the first two of each of the six tasks, every turn), greedy,
+all methods interleaved question by question in one process (hdlib.bench). Prints speedup, MAT and
+the share of identical outputs per task; writes the full results as JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from hdlib.bench import run_benchmark, table
+from hdlib.models import load_model
+from hdlib.specbench import load_questions, per_task
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--questions", type=Path, default=ROOT.parent / "shared/specbench/question.jsonl")
+    parser.add_argument("--per-task", type=int, default=2)
+    parser.add_argument("--max-new-tokens", type=int, default=128)
+    parser.add_argument("--methods", default="hd:C,hd:CM,hd:CMS")
+    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks/tiers.json")
+    args = parser.parse_args()
+
+    questions = per_task(load_questions(args.questions), args.per_task)
+    lm = load_model("smollm2-135m")
+
+    def progress(question, runs):
+        line = " ".join(f"{name}: MAT {sum(len(r.tokens) for r in rs) / sum(len(r.steps) for r in rs):.2f}" for name, rs in runs.items())
+        print(f"q{question.question_id} ({question.task}) {line}", file=sys.stderr, flush=True)
+
+    results = run_benchmark(lm, questions, args.methods.split(","), args.max_new_tokens, progress)
+    results["command"] = " ".join(["python benchmarks/tiers.py", *sys.argv[1:]])
+    for metric in ("speedup", "mat", "identical_frac"):
+        print(table(results, metric), end="\n\n")
+    args.out.write_text(json.dumps(results, indent=1))
+
+
+if __name__ == "__main__":
+    main()
