@@ -28,6 +28,7 @@ from hdlib.tiers.statistics import (
     StatisticsTier,
     build_statistics_db,
     default_statistics_path,
+    ensure_statistics_db,
 )
 
 documents = st.lists(st.lists(st.integers(0, 3), max_size=12), min_size=1, max_size=5)
@@ -279,6 +280,24 @@ def test_a_damaged_file_is_refused(tmp_path, corpus_file, damage):
 def test_the_default_path_is_per_tokenizer(monkeypatch, tmp_path):
     monkeypatch.setenv("HDLIB_CACHE", str(tmp_path))
     assert default_statistics_path(tiny_lm()) == tmp_path / "db" / f"statistics-{tiny_lm().fingerprint}.npz"
+
+
+def test_ensure_builds_on_first_use_then_reuses_and_replaces_a_broken_file(monkeypatch, tmp_path, corpus_file):
+    import hdlib.tiers.statistics as module
+
+    monkeypatch.setenv("HDLIB_CACHE", str(tmp_path))
+    lm, path, built = tiny_lm(), default_statistics_path(tiny_lm()), []
+
+    def build(lm, out, progress=True):  # the tiny corpus instead of ShareGPT
+        built.append(out)
+        return build_statistics_db(lm, out, source=corpus_file, progress=False)
+
+    monkeypatch.setattr(module, "build_statistics_db", build)
+    assert ensure_statistics_db(lm) == path and built == [path]
+    assert ensure_statistics_db(lm) == path and len(built) == 1
+    path.write_bytes(b"not a database")
+    assert ensure_statistics_db(lm, progress=False) == path and len(built) == 2
+    assert StatisticsTier.from_file(path, lm.fingerprint).meta["model"] == "tiny"
 
 
 def test_empty_corpus_is_refused(tmp_path):

@@ -267,7 +267,7 @@ def build_statistics_db(
             "seconds_tokenize": round(tokenized - started, 1),
             "seconds_sort": round(sorted_at - tokenized, 1),
             # The process's peak, which includes whatever it held before (the loaded model).
-            "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
+            "peak_rss_mb": round(_peak_rss_mb()),
             "date": date,
             "command": " ".join(sys.argv),
         },
@@ -433,6 +433,19 @@ class _Corpus:
                     raise HDError(f"token id {int(arr.max())} is too large for the statistics index")
                 self.documents.append(arr.astype(np.int32))
                 self.counts["documents"] += 1
+
+
+def _peak_rss_mb() -> float:
+    """Peak resident memory of this process: VmHWM on Linux (ru_maxrss would also count the pages
+    of a parent that forked it), else ru_maxrss."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak / 2**20 if sys.platform == "darwin" else peak / 1024  # bytes on macOS, KiB elsewhere
 
 
 def _bar(enabled: bool, **options: Any) -> Any:
