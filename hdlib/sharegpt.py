@@ -86,13 +86,15 @@ class ShareGPTReader:
         decoder = json.JSONDecoder()
         with open(self.path, "rb") as f:
             raw = f.read(self.chunk_bytes)
-            buffer = raw.decode("utf-8", errors="strict") if raw else ""
-            consumed_bytes = 0  # bytes of the file before buffer[0]
-            pos = _skip(buffer, 0, "[")
-            if pos is None:
-                raise HDError(f"{self.path} does not start with a JSON array")
             eof = len(raw) < self.chunk_bytes
-            pending = b""
+            # A chunk may end inside a UTF-8 character: its bytes wait for the next chunk. At the end
+            # of a cut file they belong to the unfinished entry, and are dropped with it.
+            cut = _utf8_boundary(raw)
+            buffer, pending = raw[:cut].decode("utf-8"), raw[cut:]
+            consumed_bytes = 0  # bytes of the file before buffer[0]
+            if not buffer.lstrip().startswith("["):
+                raise HDError(f"{self.path} does not start with a JSON array")
+            pos = _skip(buffer, 0, "[")
             while True:
                 pos = _skip(buffer, pos, ",")
                 if pos is not None and pos < len(buffer) and buffer[pos] == "]":
@@ -108,13 +110,12 @@ class ShareGPTReader:
                         break
                     more = f.read(self.chunk_bytes)
                     eof = len(more) < self.chunk_bytes
-                    # A chunk may end inside a UTF-8 character: keep its bytes for the next chunk.
                     data = pending + more
-                    cut = len(data) if eof else _utf8_boundary(data)
+                    cut = _utf8_boundary(data)
                     pending = data[cut:]
                     start = pos if pos is not None else len(buffer)
                     consumed_bytes += len(buffer[:start].encode("utf-8"))
-                    buffer = buffer[start:] + data[:cut].decode("utf-8", errors="strict")
+                    buffer = buffer[start:] + data[:cut].decode("utf-8")
                     pos = 0
                     continue
                 conversation = _conversation(obj)

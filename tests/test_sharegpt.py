@@ -62,11 +62,6 @@ def test_every_cut_keeps_every_complete_conversation(tmp_path, chunk_bytes):
     check_every_cut(tmp_path, conversations(3, "hello"), chunk_bytes)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="hdlib/sharegpt.py decodes the first chunk, and the last chunk of a cut file, with "
-    "errors='strict' even when they end inside a UTF-8 character: UnicodeDecodeError",
-)
 @pytest.mark.parametrize("chunk_bytes", [7, 64])
 def test_cuts_inside_a_multibyte_character(tmp_path, chunk_bytes):
     check_every_cut(tmp_path, conversations(2, "héllo ✓ wörld 🌍"), chunk_bytes)
