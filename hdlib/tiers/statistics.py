@@ -29,7 +29,11 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import numpy as np
-from jinja2 import TemplateError
+
+try:  # chat templates are jinja2 templates; their raise_exception(...) raises this
+    from jinja2 import TemplateError
+except ImportError:  # no jinja2: transformers renders no template either
+    TemplateError = ValueError  # type: ignore[misc,assignment]
 
 from hdlib.errors import HDError
 from hdlib.models import cache_dir
@@ -452,11 +456,6 @@ def _bar(enabled: bool, **options: Any) -> Any:
     from tqdm.auto import tqdm
 
     return tqdm(disable=not enabled, file=sys.stderr, **options)
-
-
-def describe(path: str | Path) -> str:
-    """The metadata of a statistics database, as JSON text."""
-    return json.dumps(read_meta(path), indent=2, sort_keys=True)
 
 
 __all__ = [
