@@ -44,14 +44,14 @@ Case = tuple[list[int], list[int]]  # (context, what follows)
 
 
 def heldout_cases(lm, n: int, seed: int = 0) -> list[Case]:
+    from hdlib.corpus import ROLES
     from hdlib.sharegpt import ShareGPTReader
-    from hdlib.tiers.statistics import _ROLES
 
     tok, answers = lm.tokenizer, []
     for conversation in ShareGPTReader():
         if conversation.split != "heldout" or not conversation.turns:
             continue
-        messages = [{"role": _ROLES.get(who, "assistant"), "content": text} for who, text in conversation.turns]
+        messages = [{"role": ROLES.get(who, "assistant"), "content": text} for who, text in conversation.turns]
         for i in range(1, len(messages)):
             if messages[i]["role"] == "assistant":
                 prompt = lm.encode_prompt(messages[:i])
