@@ -2,13 +2,17 @@
 
     import hdlib
     lm = hdlib.load_model()                      # the packaged SmolLM2-135M-Instruct
-    result = hdlib.generate(lm, "Summarize: ...", tiers="context")
+    result = hdlib.generate(lm, "Summarize: ...")  # tiers context, model, statistics
     result.text, result.mat, result.tier_counts
+
+    stats = hdlib.load_tier(hdlib.Tier.STATISTICS, lm)   # what would it draft here, and how often seen?
+    stats.explain(lm.encode_prompt("Write a poem about the sea"), budget=16)
 
 `decode` is the step-by-step generator underneath; `Step` and `Generation` are its records.
 """
 
 from hdlib.budget import AdaptiveBudget, FixedBudget
+from hdlib.databases import describe, load_tier, open_database
 from hdlib.decoding import DecodeSettings, decode, generate, run
 from hdlib.drafter import Drafter
 from hdlib.errors import HDError
@@ -36,9 +40,12 @@ __all__ = [
     "StepTimes",
     "Tier",
     "decode",
+    "describe",
     "generate",
     "get_device",
     "load_model",
+    "load_tier",
+    "open_database",
     "run",
     "tree_buffers",
 ]

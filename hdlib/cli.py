@@ -1,6 +1,8 @@
 """The `hdlib` command line.
 
-    hdlib generate --prompt TEXT [--model M] [--tiers context] [--budget N] [--max-new-tokens N]
+    hdlib generate --prompt TEXT [--model M] [--tiers context,model,statistics] [--budget N] [--max-new-tokens N]
+    hdlib build-db model|statistics [--model M] [--source PATH|sharegpt] [--limit N] [--out PATH]
+    hdlib db info PATH [--model M]
     hdlib warmup [--model M]
 
 Every user mistake is one line on stderr, `hdlib: error: ...`, and exit status 2, checked before
@@ -15,7 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from hdlib.errors import HDError
-from hdlib.tiers import DEFAULT_TIERS, Tier, parse_tiers
+from hdlib.tiers import DEFAULT_TIERS, Tier, make_tier, parse_tiers
 
 COLORS = {Tier.CONTEXT: "32", Tier.MODEL: "34", Tier.STATISTICS: "35", Tier.TARGET: "0"}  # ANSI SGR
 
@@ -52,7 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
     source.add_argument("--prompt", help="the prompt text")
     source.add_argument("--prompt-file", type=Path, help="a UTF-8 text file holding the prompt")
     gen.add_argument("--model", default=DEFAULT_MODEL, help=f"packaged name, local folder or Hub id (default {DEFAULT_MODEL})")
-    gen.add_argument("--tiers", default=",".join(t.value for t in DEFAULT_TIERS), help="tiers in the order they are asked, e.g. context")
+    gen.add_argument("--tiers", default=",".join(t.value for t in DEFAULT_TIERS), help="tiers in the order they are asked, by name or letter (default context,model,statistics)")
     gen.add_argument("--budget", type=_budget, default=None, metavar="N|auto", help="draft tokens per step (default: auto, from the measured forward time)")
     gen.add_argument("--max-new-tokens", type=_positive, default=256)
     gen.add_argument("--temperature", type=float, default=0.0, help="0 is greedy (the only mode for now)")
@@ -60,7 +62,27 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--no-compare", action="store_true", help="skip the plain-decoding run (no speedup reported)")
     gen.add_argument("--color", choices=["auto", "always", "never"], default="auto")
 
-    warm = sub.add_parser("warmup", help="convert and cache the model and measure its forward time once")
+    build = sub.add_parser("build-db", help="build the model or statistics database of a model")
+    build.add_argument("tier", choices=["model", "statistics"])
+    build.add_argument("--model", default=DEFAULT_MODEL)
+    build.add_argument("--source", default="sharegpt", help="'sharegpt' (the train split) or a JSONL/text file")
+    build.add_argument("--limit", type=_positive, default=None, help="use at most N prompts / conversations")
+    build.add_argument("--out", type=Path, default=None, help="where to write it (default: where hdlib looks for it)")
+    build.add_argument("--device", default=None)
+    model_build = build.add_argument_group("model database only")
+    model_build.add_argument("--n", type=_positive, default=5, help="n-gram length (default 5)")
+    model_build.add_argument("--top-k", type=_positive, default=100_000, help="n-grams kept (default 100,000)")
+    model_build.add_argument("--max-new-tokens", type=_positive, default=256, help="answer length (default 256)")
+    model_build.add_argument("--batch-size", type=_positive, default=8)
+    model_build.add_argument("--shard-size", type=_positive, default=64, help="answers per resumable shard")
+
+    db = sub.add_parser("db", help="inspect a database file")
+    db_sub = db.add_subparsers(dest="db_command", required=True, parser_class=_Parser)
+    info = db_sub.add_parser("info", help="what a database holds, how it was built, sizes, a sample")
+    info.add_argument("path", type=Path)
+    info.add_argument("--model", default=None, help="decode the sample with this model's tokenizer")
+
+    warm = sub.add_parser("warmup", help="convert and cache the model, open its databases, measure its forward time")
     warm.add_argument("--model", default=DEFAULT_MODEL)
     warm.add_argument("--device", default=None)
     return parser
@@ -146,16 +168,58 @@ def cmd_warmup(args: argparse.Namespace) -> int:
     from hdlib.models import load_model
 
     lm = load_model(args.model, device=args.device)
+    for tier in (Tier.MODEL, Tier.STATISTICS):  # the statistics database is built here on first use
+        try:
+            make_tier(tier, lm)
+        except HDError as error:
+            print(f"hdlib: the {tier.value} tier is not ready: {error}", file=sys.stderr)
     profile = load_or_measure(lm.model)
     s = profile.seconds
     print(f"{args.model} on {lm.device}: forward of 1 / 16 / 64 tokens = {1e3 * s[0]:.1f} / {1e3 * s[15]:.1f} / {1e3 * s[63]:.1f} ms")
     return 0
 
 
+def cmd_build_db(args: argparse.Namespace) -> int:
+    from hdlib.models import load_model
+
+    source = args.source
+    if source != "sharegpt" and not Path(source).is_file():
+        raise HDError(f"--source must be 'sharegpt' or an existing file, got {source!r}")
+    lm = load_model(args.model, device=args.device)
+    if args.tier == "model":
+        from hdlib.modeldb import build_model_db, default_model_db_path
+
+        path = build_model_db(
+            lm,
+            args.out or default_model_db_path(lm),
+            prompts=None if source == "sharegpt" else Path(source),
+            limit=args.limit,
+            n=args.n,
+            top_k=args.top_k,
+            max_new_tokens=args.max_new_tokens,
+            batch_size=args.batch_size,
+            shard_size=args.shard_size,
+        )
+    else:
+        from hdlib.tiers.statistics import build_statistics_db, default_statistics_path
+
+        path = build_statistics_db(lm, args.out or default_statistics_path(lm), source=source, limit=args.limit)
+    print(f"wrote {path}")
+    return 0
+
+
+def cmd_db_info(args: argparse.Namespace) -> int:
+    from hdlib.databases import describe
+
+    print(describe(args.path, model=args.model))
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
-        return {"generate": cmd_generate, "warmup": cmd_warmup}[args.command](args)
+        commands = {"generate": cmd_generate, "warmup": cmd_warmup, "build-db": cmd_build_db, "db": cmd_db_info}
+        return commands[args.command](args)
     except HDError as e:
         print(f"hdlib: error: {e}", file=sys.stderr)
         return 2

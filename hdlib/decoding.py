@@ -22,7 +22,7 @@ from transformers import PreTrainedModel
 from hdlib.budget import AdaptiveBudget, BudgetPolicy, FixedBudget, load_or_measure
 from hdlib.drafter import Drafter
 from hdlib.errors import HDError
-from hdlib.tiers import DraftTier, Tier, make_tier, parse_tiers
+from hdlib.tiers import DEFAULT_TIERS, DraftTier, Tier, make_tier, parse_tiers
 from hdlib.trace import Generation, Step, StepTimes
 from hdlib.tree import DraftTree, tree_buffers
 from hdlib.verifier import AttentionLayout, compact_cache, greedy_accept, new_cache, prefill, tree_logits
@@ -197,7 +197,7 @@ def run(
 def generate(
     lm: LoadedModel,
     prompt: str | Sequence[int],
-    tiers: str | Sequence[str | Tier | DraftTier] = ("context",),
+    tiers: str | Sequence[str | Tier | DraftTier] = DEFAULT_TIERS,
     max_new_tokens: int = 256,
     budget: int | None = None,
     chat: bool = True,

@@ -17,7 +17,7 @@ import shutil
 import sys
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -71,6 +71,8 @@ class LoadedModel:
     eos_token_ids: frozenset[int]  # generation ends at any of these
     context_length: int  # positions the model was trained for (config.max_position_embeddings)
     fingerprint: str  # see `tokenizer_fingerprint`
+    # The offline tiers opened for this model (hdlib.databases.load_tier), so each file is read once.
+    databases: dict = field(default_factory=dict, repr=False)
 
     def encode_prompt(self, prompt: str | list[dict[str, str]], chat: bool = True) -> list[int]:
         """Token ids of a prompt: through the chat template (ending in the assistant's turn) when the

@@ -44,3 +44,41 @@ class NGramIndex(Generic[V]):
 
     def __len__(self) -> int:
         return sum(len(t) for t in self._tables.values())
+
+
+class DraftSet:
+    """Drafts gathered, best first, within a token budget, with nothing the drafter's trie would merge.
+
+    A candidate that is a prefix of a kept draft (or equal to one) adds no trie node, so it is
+    dropped; one that extends a kept draft takes that draft's place and rank and pays only for its
+    new tokens. So no kept draft is a prefix of another and the budget buys only new paths. Each
+    draft carries a note (whatever the tier wants to explain it with: a count, a position).
+    """
+
+    def __init__(self, budget: int) -> None:
+        self.drafts: list[tuple[int, ...]] = []
+        self.notes: list[object] = []
+        self.left = budget  # tokens still to spend
+
+    @property
+    def full(self) -> bool:
+        return self.left <= 0
+
+    def offer(self, candidate: Sequence[int], note: object = None) -> bool:
+        """Keep `candidate` (cut to the budget) unless it adds nothing; whether it was kept."""
+        candidate = tuple(candidate)
+        if self.left <= 0 or not candidate:
+            return False
+        for i, kept in enumerate(self.drafts):
+            if len(candidate) > len(kept) and candidate[: len(kept)] == kept:
+                extended = candidate[: len(kept) + self.left]
+                self.left -= len(extended) - len(kept)
+                self.drafts[i], self.notes[i] = extended, note
+                return True
+        draft = candidate[: self.left]
+        if any(kept[: len(draft)] == draft for kept in self.drafts):
+            return False
+        self.drafts.append(draft)
+        self.notes.append(note)
+        self.left -= len(draft)
+        return True

@@ -60,7 +60,7 @@ def test_prompt_longer_than_the_context(capsys, tmp_path):
 
 def test_generate_on_a_local_model_prints_the_answer_and_the_comparison(capsys, tmp_path):
     folder = save_tiny(tmp_path / "m")
-    argv = ["generate", "--prompt", "hello world how are you " * 4, "--model", str(folder), "--max-new-tokens", "12"]
+    argv = ["generate", "--prompt", "hello world how are you " * 4, "--model", str(folder), "--max-new-tokens", "12", "--tiers", "context"]
     assert main([*argv, "--budget", "6", "--color", "always"]) == 0
     out = capsys.readouterr().out
     assert "MAT " in out and "speedup " in out and "output identical" in out and "engine overhead" in out

@@ -108,3 +108,34 @@ def test_adaptive_budget_is_lossless_and_grows_when_drafts_are_accepted():
     got = run(model("llama"), prompt, drafter, DecodeSettings(max_new_tokens=60), (), policy)
     assert got.tokens == want
     assert max(policy.history) > 8
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    name=st.sampled_from(sorted(MODELS)),
+    prompt=prompts,
+    order=st.permutations("CMS"),
+    budget=st.integers(1, 20),
+    seed=st.integers(0, 1000),
+)
+def test_hd_with_all_three_tiers_equals_plain_greedy(name, prompt, order, budget, seed):
+    """Real model and statistics tiers, built from small corpora: one of them the model's own output."""
+    import numpy as np
+
+    from hdlib.tiers.model import ModelTier
+    from hdlib.tiers.statistics import StatisticsSettings, StatisticsTier
+
+    want = plain(name, prompt, 30)
+    rng = np.random.default_rng(seed)
+    answer = list(prompt) + want  # the model's own text: its n-grams are what the model tier holds
+    ngrams = np.array([answer[i : i + 5] for i in range(len(answer) - 4)] or [[3, 4, 5, 6, 7]], dtype=np.int32)
+    noise = rng.integers(3, VOCAB, size=(20, 5), dtype=np.int32)
+    model_tier = ModelTier(np.concatenate([ngrams, noise]), rng.integers(1, 9, size=len(ngrams) + 20))
+    corpus = [answer[i : i + 12] for i in range(0, len(answer), 5)] + rng.integers(3, VOCAB, size=(10, 30)).tolist()
+    stats_tier = StatisticsTier.from_documents(corpus, StatisticsSettings(max_key=3, draft_len=5))
+    tiers = {"C": ContextTier(), "M": model_tier, "S": stats_tier}
+    drafter = Drafter([tiers[c] for c in order])
+    got = run(model(name), prompt, drafter, DecodeSettings(max_new_tokens=30), (), FixedBudget(budget))
+    assert got.tokens == want
+    if order[0] == "M" and budget >= 4 and len(want) == 30:
+        assert got.tier_counts[Tier.MODEL] > 0  # the model's own n-grams were drafted and accepted

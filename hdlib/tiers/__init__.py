@@ -8,7 +8,7 @@ from hdlib.errors import HDError
 from hdlib.tiers.base import Draft, DraftTier, Tier
 from hdlib.tiers.context import ContextSettings, ContextTier
 
-DEFAULT_TIERS: tuple[Tier, ...] = (Tier.CONTEXT,)
+DEFAULT_TIERS: tuple[Tier, ...] = (Tier.CONTEXT, Tier.MODEL, Tier.STATISTICS)  # temporal locality
 
 
 def parse_tiers(spec: str | Sequence[str | Tier | DraftTier]) -> list[Tier | DraftTier]:
@@ -26,8 +26,12 @@ def make_tier(tier: Tier | DraftTier, lm: object = None) -> DraftTier:
     if isinstance(tier, DraftTier):
         return tier
     if tier is Tier.CONTEXT:
-        return ContextTier()
-    raise HDError(f"the {tier.value} tier is not available yet: use --tiers context")
+        return ContextTier()  # one per request: it learns the request's text
+    if lm is None:
+        raise HDError(f"the {tier.value} tier needs the model it was built for")
+    from hdlib.databases import load_tier  # imported here: hdlib.databases imports this package
+
+    return load_tier(tier, lm)
 
 
 __all__ = [
