@@ -265,6 +265,7 @@ def build_model_db(
     done = [_read_shard(path, key, lm.fingerprint, len(shard)) for path, shard in zip(paths, shards, strict=True)]
     answers: list[list[int]] = []
     generation_s = 0.0
+    threads: set[int] = set()  # torch CPU threads of the runs that answered
     bar = tqdm(
         total=len(encoded),
         initial=sum(len(shard) for shard, got in zip(shards, done, strict=True) if got is not None),
@@ -286,10 +287,11 @@ def build_model_db(
                     new = generate_answers(lm, [encoded[j][0] for j in batch], max_new_tokens)
                     by_prompt.update(zip(batch, new, strict=True))
                     bar.update(len(batch))
-                got = ([by_prompt[j] for j in shard], time.perf_counter() - shard_start)
+                got = ([by_prompt[j] for j in shard], time.perf_counter() - shard_start, torch.get_num_threads())
                 _write_shard(path, key, lm.fingerprint, *got)
             answers += got[0]
             generation_s += got[1]
+            threads.add(got[2])
 
     all_ngrams, all_counts = count_ngrams(answers, n)
     kept_ngrams, kept_counts = all_ngrams[:top_k], all_counts[:top_k]
@@ -324,7 +326,7 @@ def build_model_db(
             "shard_size": shard_size,
             "device": str(lm.device),
             "dtype": str(lm.model.dtype),
-            "cpu_threads": torch.get_num_threads(),
+            "cpu_threads": sorted(threads),  # of the generation, every shard's run
             "torch": torch.__version__,
             "hdlib": hdlib.__version__,
             "work_key": key,
@@ -349,17 +351,20 @@ def _shard_path(work: Path, index: int, key: str, prompts: list[str]) -> Path:
     return work / f"shard-{index:05d}-{named}.npz"
 
 
-def _write_shard(path: Path, key: str, fingerprint: str, answers: list[list[int]], seconds: float) -> None:
+def _write_shard(
+    path: Path, key: str, fingerprint: str, answers: list[list[int]], seconds: float, threads: int
+) -> None:
     lengths = np.array([len(a) for a in answers], dtype=np.int64)
     arrays = {
         "offsets": np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64),  # (A + 1,)
         "tokens": np.array([t for a in answers for t in a], dtype=np.int32),  # (sum of lengths,)
     }
-    write_db(path, {"tier": SHARD_TIER, "tokenizer": fingerprint, "key": key, "seconds": seconds}, arrays)
+    meta = {"tier": SHARD_TIER, "tokenizer": fingerprint, "key": key, "seconds": seconds, "cpu_threads": threads}
+    write_db(path, meta, arrays)
 
 
-def _read_shard(path: Path, key: str, fingerprint: str, size: int) -> tuple[list[list[int]], float] | None:
-    """A finished shard's answers (in prompt order) and generation seconds; None: (re)generate it."""
+def _read_shard(path: Path, key: str, fingerprint: str, size: int) -> tuple[list[list[int]], float, int] | None:
+    """A finished shard's answers (in prompt order), seconds and threads; None: (re)generate it."""
     if not path.is_file():
         return None
     try:
@@ -372,7 +377,8 @@ def _read_shard(path: Path, key: str, fingerprint: str, size: int) -> tuple[list
     if offsets[0] != 0 or offsets[-1] != len(tokens) or np.any(np.diff(offsets) < 0):
         return None
     flat = tokens.tolist()
-    return [flat[a:b] for a, b in pairwise(offsets.tolist())], float(meta.get("seconds", 0.0))
+    answers = [flat[a:b] for a, b in pairwise(offsets.tolist())]
+    return answers, float(meta.get("seconds", 0.0)), int(meta.get("cpu_threads", 0))
 
 
 def _call_text(lm: LoadedModel, prompts: object, limit: object, *settings: int) -> str:

@@ -216,7 +216,15 @@ def test_default_prompts_are_sharegpt_train():
 # --- the build on a tiny model ----------------------------------------------------------------
 
 PROMPTS = [" ".join(["hello", "world", "how", "are", "you"][i % 5 :] + ["hello"] * (i % 7)) for i in range(24)]
-BUILD = {"n": 3, "top_k": 40, "max_new_tokens": 10, "max_prompt_tokens": 64, "batch_size": 4, "shard_size": 8, "progress": False}
+BUILD = {
+    "n": 3,
+    "top_k": 40,
+    "max_new_tokens": 10,
+    "max_prompt_tokens": 64,
+    "batch_size": 4,
+    "shard_size": 8,
+    "progress": False,
+}
 
 
 @pytest.fixture(scope="module")
