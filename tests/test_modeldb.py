@@ -120,6 +120,8 @@ def test_longest_key_first_then_shorter_keys_extend_and_fill():
     assert ModelTier(ngrams, np.array([3, 2, 9, 1, 50]), ModelSettings(max_key=2)).lookup([1, 2, 3, 4], 10) == [
         (8, 8, 8)
     ]
+    bigrams = ModelTier(np.array([[1, 2], [1, 3]]), np.array([1, 2]))  # min_key 2 > n - 1: keys of 1 token
+    assert bigrams.lookup([1], 5) == [(3,), (2,)]
     with pytest.raises(HDError, match="max_key 5"):
         ModelTier(ngrams, np.ones(5), ModelSettings(max_key=5))
     with pytest.raises(HDError, match="shape"):
@@ -146,12 +148,12 @@ def small_db(tmp_path: Path, fingerprint: str = "f" * 16) -> Path:
 
 def test_round_trip_through_a_file(tmp_path):
     path = small_db(tmp_path)
-    tier = ModelTier.from_file(path, "f" * 16)
+    tier = ModelTier.from_file(path, "f" * 16, ModelSettings(min_key=1))
     assert tier.n == 3 and tier.meta["model"] == "tiny" and tier.size == 5
     # key (2 3) -> 4 (3 answers); key (3) -> 4 5 (2) extends it, 4 7 (1) is another branch.
     assert tier.explain([9, 2, 3], 10) == [((4, 5), 2), ((4, 7), 1)]
     _, arrays = read_db(path)
-    in_memory = ModelTier(arrays["ngrams"], arrays["doc_freq"])
+    in_memory = ModelTier(arrays["ngrams"], arrays["doc_freq"], ModelSettings(min_key=1))
     for context in ([1], [1, 2], [3, 4], [7], [4, 5, 6]):
         assert tier.explain(context, 5) == in_memory.explain(context, 5)
 
