@@ -15,7 +15,7 @@ import json
 import sys
 from pathlib import Path
 
-from hdlib.bench import run_benchmark, table
+from hdlib.bench import progress_line, run_benchmark, table
 from hdlib.models import load_model
 from hdlib.specbench import load_questions, per_task
 
@@ -35,8 +35,7 @@ def main() -> None:
     lm = load_model("smollm2-135m")
 
     def progress(question, runs):
-        line = " ".join(f"{name}: MAT {sum(len(r.tokens) for r in rs) / sum(len(r.steps) for r in rs):.2f}" for name, rs in runs.items())
-        print(f"q{question.question_id} ({question.task}) {line}", file=sys.stderr, flush=True)
+        print(progress_line(question, runs), file=sys.stderr, flush=True)
 
     results = run_benchmark(lm, questions, args.methods.split(","), args.max_new_tokens, progress)
     results["command"] = " ".join(["python benchmarks/tiers.py", *sys.argv[1:]])

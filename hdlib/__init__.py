@@ -17,6 +17,7 @@ from hdlib.decoding import DecodeSettings, decode, generate, run
 from hdlib.drafter import Drafter
 from hdlib.errors import HDError
 from hdlib.models import DEFAULT_MODEL, LoadedModel, get_device, load_model
+from hdlib.sampling import Sampler, Warp
 from hdlib.tiers import ContextSettings, ContextTier, DraftTier, Tier
 from hdlib.trace import Generation, Step, StepTimes
 from hdlib.tree import DraftTree, tree_buffers
@@ -36,9 +37,11 @@ __all__ = [
     "Generation",
     "HDError",
     "LoadedModel",
+    "Sampler",
     "Step",
     "StepTimes",
     "Tier",
+    "Warp",
     "decode",
     "describe",
     "generate",

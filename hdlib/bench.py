@@ -78,13 +78,25 @@ class Tally:
         }
 
 
-def answer(lm: LoadedModel, question: Question, method: Method, history: Sequence[str], max_new_tokens: int) -> list[Generation]:
-    """Every turn of `question`, with the earlier turns answered by `history` (the baseline's text)."""
+def answer(
+    lm: LoadedModel,
+    question: Question,
+    method: Method,
+    history: Sequence[str],
+    max_new_tokens: int,
+    temperature: float = 0.0,
+    seed: int = 0,
+) -> list[Generation]:
+    """Every turn of `question`, with the earlier turns answered by `history` (the baseline's text).
+
+    Sampled turns use seed `seed + turn`, so a run can be replayed.
+    """
     messages: list[dict[str, str]] = []
     runs = []
     for i, turn in enumerate(question.turns):
         messages.append({"role": "user", "content": turn})
-        runs.append(generate(lm, lm.encode_prompt(messages), method.tiers, max_new_tokens=max_new_tokens))
+        sampling = {"temperature": temperature, "seed": seed + i} if temperature > 0 else {}
+        runs.append(generate(lm, lm.encode_prompt(messages), method.tiers, max_new_tokens=max_new_tokens, **sampling))
         messages.append({"role": "assistant", "content": history[i] if i < len(history) else runs[-1].text})
     return runs
 
@@ -95,7 +107,13 @@ def run_benchmark(
     method_names: Sequence[str],
     max_new_tokens: int = 256,
     on_question: Callable[[Question, dict[str, list[Generation]]], None] | None = None,
+    temperature: float = 0.0,
 ) -> dict[str, object]:
+    """Every method over every question, interleaved; Spec-Bench's metrics per method and task.
+
+    At temperature > 0 every method samples (question i, turn j with seed 1000 i + j), so
+    `identical_frac` only means something at temperature 0.
+    """
     methods = [Method.parse(n) for n in dict.fromkeys(["ar", *method_names])]
     warm = Question(0, "warmup", ("Say hello.",))
     for method in methods:
@@ -103,11 +121,12 @@ def run_benchmark(
     tasks = list(dict.fromkeys(q.task for q in questions))
     tallies = {m.name: {"overall": Tally(), **{task: Tally() for task in tasks}} for m in methods}
     for question in questions:
-        base = answer(lm, question, methods[0], (), max_new_tokens)
+        seed = 1000 * question.question_id
+        base = answer(lm, question, methods[0], (), max_new_tokens, temperature, seed)
         runs = {"ar": base}
         history = [r.text for r in base]
         for method in methods[1:]:
-            runs[method.name] = answer(lm, question, method, history, max_new_tokens)
+            runs[method.name] = answer(lm, question, method, history, max_new_tokens, temperature, seed)
         for name, method_runs in runs.items():
             for key in ("overall", question.task):
                 tallies[name][key].add(method_runs, base)
@@ -117,7 +136,7 @@ def run_benchmark(
     return {
         "model": lm.name,
         "device": str(lm.device),
-        "temperature": 0.0,
+        "temperature": temperature,
         "max_new_tokens": max_new_tokens,
         "questions": len(questions),
         "date": time.strftime("%Y-%m-%d"),
@@ -141,3 +160,9 @@ def table(results: dict[str, object], metric: str = "speedup") -> str:
         for name, m in methods.items()
     ]
     return "\n".join([head, *rows])
+
+
+def progress_line(question: Question, runs: dict[str, list[Generation]]) -> str:
+    """One line per finished question: each method's MAT on it."""
+    mats = " ".join(f"{name}: MAT {sum(len(r.tokens) for r in rs) / sum(len(r.steps) for r in rs):.2f}" for name, rs in runs.items())
+    return f"q{question.question_id} ({question.task}) {mats}"

@@ -1,6 +1,7 @@
 """The `hdlib` command line.
 
     hdlib generate --prompt TEXT [--model M] [--tiers context,model,statistics] [--budget N] [--max-new-tokens N]
+        [--temperature T [--top-p P] [--top-k K] [--seed S]]
     hdlib build-db model|statistics [--model M] [--source PATH|sharegpt] [--limit N] [--out PATH]
     hdlib db info PATH [--model M]
     hdlib warmup [--model M]
@@ -57,7 +58,10 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--tiers", default=",".join(t.value for t in DEFAULT_TIERS), help="tiers in the order they are asked, by name or letter (default context,model,statistics)")
     gen.add_argument("--budget", type=_budget, default=None, metavar="N|auto", help="draft tokens per step (default: auto, from the measured forward time)")
     gen.add_argument("--max-new-tokens", type=_positive, default=256)
-    gen.add_argument("--temperature", type=float, default=0.0, help="0 is greedy (the only mode for now)")
+    gen.add_argument("--temperature", type=float, default=0.0, help="0 is greedy (default); above 0 samples, losslessly")
+    gen.add_argument("--top-p", type=float, default=1.0, help="sampling: nucleus mass kept (default 1, all)")
+    gen.add_argument("--top-k", type=int, default=0, help="sampling: most likely tokens kept (default 0, all)")
+    gen.add_argument("--seed", type=int, default=None, help="sampling: makes the answer reproducible (default: drawn, then printed)")
     gen.add_argument("--device", default=None, help="cuda or cpu (default: cuda when present)")
     gen.add_argument("--no-compare", action="store_true", help="skip the plain-decoding run (no speedup reported)")
     gen.add_argument("--color", choices=["auto", "always", "never"], default="auto")
@@ -115,13 +119,14 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
     # Everything that can be checked without the model is checked first.
     tiers = parse_tiers(args.tiers)
-    DecodeSettings(max_new_tokens=args.max_new_tokens, temperature=args.temperature)
+    sampling = {"temperature": args.temperature, "top_p": args.top_p, "top_k": args.top_k, "seed": args.seed}
+    DecodeSettings(max_new_tokens=args.max_new_tokens, **sampling)
     prompt = read_prompt(args)
 
     lm = load_model(args.model, device=args.device)
     generate(lm, prompt, tiers, max_new_tokens=1, budget=0)  # warm-up; also checks the prompt length
-    plain = None if args.no_compare else generate(lm, prompt, (), max_new_tokens=args.max_new_tokens)
-    hd = generate(lm, prompt, tiers, max_new_tokens=args.max_new_tokens, budget=args.budget)
+    plain = None if args.no_compare else generate(lm, prompt, (), max_new_tokens=args.max_new_tokens, **sampling)
+    hd = generate(lm, prompt, tiers, max_new_tokens=args.max_new_tokens, budget=args.budget, **sampling)
 
     use_color = args.color == "always" or (args.color == "auto" and sys.stdout.isatty())
     out = [colored(hd.pieces, hd.token_tiers, use_color), ""]
@@ -154,8 +159,15 @@ def report_lines(hd, plain) -> list[str]:
             f"(per step: {per_step}; forward {1e3 * t.forward / n_steps:.1f} ms)"
         ),
     ]
+    if hd.seed is not None:
+        lines.append(f"sampled at temperature {hd.temperature:g} with seed {hd.seed} (--seed {hd.seed} replays it)")
     if plain is not None:
-        same = "identical" if plain.tokens == hd.tokens else "DIFFERENT (a bug: please report it)"
+        if hd.seed is not None:
+            same = "a different sample from the same distribution"
+        elif plain.tokens == hd.tokens:
+            same = "identical"
+        else:
+            same = "DIFFERENT (a bug: please report it)"
         lines.append(
             f"plain decoding: {len(plain.tokens)} tokens, {plain.tokens_per_s:.1f} tokens/s; "
             f"speedup {hd.tokens_per_s / plain.tokens_per_s:.2f}x (measured in this run); output {same}"

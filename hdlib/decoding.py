@@ -22,6 +22,7 @@ from transformers import PreTrainedModel
 from hdlib.budget import AdaptiveBudget, BudgetPolicy, FixedBudget, load_or_measure
 from hdlib.drafter import Drafter
 from hdlib.errors import HDError
+from hdlib.sampling import Sampler, Warp
 from hdlib.tiers import DEFAULT_TIERS, DraftTier, Tier, make_tier, parse_tiers
 from hdlib.trace import Generation, Step, StepTimes
 from hdlib.tree import DraftTree, tree_buffers
@@ -34,15 +35,21 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class DecodeSettings:
     max_new_tokens: int = 256  # the answer stops here at the latest
-    temperature: float = 0.0  # 0 is greedy; sampling arrives with the sampling verifier
+    temperature: float = 0.0  # 0 is greedy: the argmax, no randomness
+    top_p: float = 1.0  # sampling only: nucleus mass kept (1 keeps all)
+    top_k: int = 0  # sampling only: most likely tokens kept (0 keeps all)
+    seed: int | None = None  # sampling only: None draws one (recorded in the Generation)
 
     def __post_init__(self) -> None:
         if not isinstance(self.max_new_tokens, int) or self.max_new_tokens < 1:
             raise HDError(f"max_new_tokens must be a positive integer, got {self.max_new_tokens!r}")
-        if self.temperature < 0:
-            raise HDError(f"temperature must be >= 0, got {self.temperature}")
-        if self.temperature > 0:
-            raise HDError("temperature > 0 (sampling) is not supported yet: use 0 for greedy decoding")
+        Warp(self.temperature, self.top_p, self.top_k)  # validates them
+        if self.seed is not None and (not isinstance(self.seed, int) or self.seed < 0):
+            raise HDError(f"seed must be a non-negative integer or None, got {self.seed!r}")
+
+    @property
+    def warp(self) -> Warp:
+        return Warp(self.temperature, self.top_p, self.top_k)
 
 
 def context_length(model: PreTrainedModel) -> int:
@@ -54,8 +61,7 @@ def check_prompt(prompt_ids: Sequence[int], limit: int) -> None:
         raise HDError("the prompt is empty")
     if len(prompt_ids) >= limit:
         raise HDError(
-            f"the prompt has {len(prompt_ids)} tokens but the model's context holds {limit}: "
-            "shorten the prompt"
+            f"the prompt has {len(prompt_ids)} tokens but the model's context holds {limit}: shorten the prompt"
         )
 
 
@@ -65,13 +71,14 @@ def _sync(device: torch.device) -> None:
 
 
 class _Verifier:
-    """The model side of a step: forward over the tree, greedy acceptance, cache compaction."""
+    """The model side of a step: forward over the tree, acceptance (greedy or sampled), cache compaction."""
 
-    def __init__(self, model: PreTrainedModel) -> None:
+    def __init__(self, model: PreTrainedModel, sampler: Sampler | None = None) -> None:
         self.model = model
         self.device = model.device
         self.layout = AttentionLayout.of(model)
         self.cache = new_cache()
+        self.sampler = sampler
 
     @torch.inference_mode()
     def prefill(self, tokens: list[int]) -> None:
@@ -79,15 +86,20 @@ class _Verifier:
 
     @torch.inference_mode()
     def step(self, tree: DraftTree, past_len: int) -> tuple[list[int], int, list[float]]:
-        """Accepted node path, bonus token, and the seconds of [tree, forward, accept, compact]."""
+        """Accepted node path, the model's own last token, and the seconds of [tree, forward, accept, compact]."""
         marks = [time.perf_counter()]
         buffers = tree_buffers(tree, past_len, self.device)
         marks.append(time.perf_counter())
         logits = tree_logits(self.model, self.layout, buffers, self.cache, past_len)
-        predictions = logits.argmax(dim=-1)
-        _sync(self.device)
-        marks.append(time.perf_counter())
-        path, bonus = greedy_accept(buffers.input_ids, buffers.retrieve_indices, predictions)
+        if self.sampler is None:
+            predictions = logits.argmax(dim=-1)
+            _sync(self.device)
+            marks.append(time.perf_counter())
+            path, bonus = greedy_accept(buffers.input_ids, buffers.retrieve_indices, predictions)
+        else:
+            _sync(self.device)
+            marks.append(time.perf_counter())
+            path, bonus = self.sampler.accept(tree, logits)
         marks.append(time.perf_counter())
         compact_cache(self.cache, past_len, path)
         marks.append(time.perf_counter())
@@ -101,13 +113,17 @@ def decode(
     settings: DecodeSettings | None = None,
     eos_token_ids: Iterable[int] = (),
     budget: BudgetPolicy | None = None,
+    sampler: Sampler | None = None,
 ) -> Iterator[Step]:
     """Yield one `Step` per forward pass until end-of-sequence, max_new_tokens or the context limit.
 
     The prompt is prefilled before the first step. With no drafter (or a budget of 0) this is plain
-    greedy decoding.
+    decoding: greedy at temperature 0, else sampling. `sampler` (made from `settings` when None)
+    draws the sampled tokens; pass one to know its seed.
     """
     settings = settings or DecodeSettings()
+    if sampler is None and not settings.warp.greedy:
+        sampler = Sampler(settings.warp, settings.seed)
     drafter = drafter or Drafter([])
     budget = budget or FixedBudget(0 if not drafter.tiers else 8)
     eos = frozenset(eos_token_ids)
@@ -115,7 +131,7 @@ def decode(
     tokens = list(prompt_ids)
     check_prompt(tokens, limit)
 
-    verifier = _Verifier(model)
+    verifier = _Verifier(model, sampler)
     verifier.prefill(tokens[:-1])
     drafter.begin(tokens)
     generated = 0
@@ -175,11 +191,12 @@ def run(
     eos_token_ids: Iterable[int] = (),
     budget: BudgetPolicy | None = None,
 ) -> Generation:
-    """Drain `decode` into a `Generation` (tokens, steps, timings); no text."""
+    """Drain `decode` into a `Generation` (tokens, steps, timings, the seed it sampled with); no text."""
     settings = settings or DecodeSettings()
+    sampler = None if settings.warp.greedy else Sampler(settings.warp, settings.seed)
     eos = frozenset(eos_token_ids)
     start = time.perf_counter()
-    steps = list(decode(model, prompt_ids, drafter, settings, eos, budget))
+    steps = list(decode(model, prompt_ids, drafter, settings, eos, budget, sampler))
     wall = time.perf_counter() - start
     tokens = [t for s in steps for t in s.tokens]
     step_s = sum(s.times.total for s in steps)
@@ -191,6 +208,8 @@ def run(
         wall_s=wall,
         prefill_s=max(wall - step_s, 0.0),
         tier_order=drafter.order if drafter else [],
+        temperature=settings.temperature,
+        seed=sampler.seed if sampler else None,
     )
 
 
@@ -201,13 +220,22 @@ def generate(
     max_new_tokens: int = 256,
     budget: int | None = None,
     chat: bool = True,
+    temperature: float = 0.0,
+    top_p: float = 1.0,
+    top_k: int = 0,
+    seed: int | None = None,
 ) -> Generation:
     """Answer `prompt` with HD (or plain decoding when `tiers` is empty) and return the record.
 
     `prompt` is text (wrapped in the model's chat template when `chat`) or token ids. `budget` is the
     most draft tokens per step; None chooses it per step from the measured forward time.
+    `temperature` 0 is greedy decoding; above 0 HD samples from exactly the distribution plain
+    sampling would (with `top_p` and `top_k` applied alike); `seed` makes a sampled answer
+    reproducible on the same machine and device (None draws one; it is kept in the result).
     """
-    settings = DecodeSettings(max_new_tokens=max_new_tokens)
+    settings = DecodeSettings(
+        max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, top_k=top_k, seed=seed
+    )
     if isinstance(prompt, str):
         if not prompt.strip():
             raise HDError("the prompt is empty")

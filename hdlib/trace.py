@@ -74,6 +74,8 @@ class Generation:
     text: str = ""
     tier_order: list[Tier] = field(default_factory=list)
     pieces: list[str] = field(default_factory=list)  # the text of each token, when a tokenizer was at hand
+    temperature: float = 0.0  # 0: greedy
+    seed: int | None = None  # the sampler's seed (None when greedy): pass it again to replay the answer
 
     @property
     def mat(self) -> float:
@@ -120,6 +122,7 @@ class Generation:
             "overhead_frac": round(self.overhead_frac, 4),
             "tiers": {t.value: counts.get(t, 0) for t in [*self.tier_order, Tier.TARGET]},
             "stop_reason": self.stop_reason,
+            **({"temperature": self.temperature, "seed": self.seed} if self.temperature > 0 else {}),
         }
 
     @property
@@ -136,7 +139,9 @@ class Generation:
         legend = " ".join(
             f'<span style="color:{TIER_COLORS[t]}">&#9632; {t.value}</span>' for t in [*self.tier_order, Tier.TARGET]
         )
-        rows = "".join(f"<tr><td>{html.escape(k)}</td><td>{html.escape(str(v))}</td></tr>" for k, v in self.summary().items())
+        rows = "".join(
+            f"<tr><td>{html.escape(k)}</td><td>{html.escape(str(v))}</td></tr>" for k, v in self.summary().items()
+        )
         return (
             f'<div style="white-space:pre-wrap;font-family:monospace">{spans}</div>'
             f"<div>{legend}</div><table>{rows}</table>"

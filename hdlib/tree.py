@@ -75,6 +75,10 @@ class DraftTree:
     def child(self, node: int, token: int) -> int | None:
         return self._children[node].get(token)
 
+    def children(self, node: int) -> list[int]:
+        """The children of `node`, in the order they were added (the drafter's priority)."""
+        return list(self._children[node].values())
+
     def path_to(self, node: int) -> list[int]:
         """Node indices from the root to `node`, both included."""
         path = []

@@ -32,7 +32,9 @@ def fails(capsys, argv: list[str], message: str) -> None:
         (["generate", "--prompt", "hi", "--tiers", "context,lexicon"], "unknown tier 'lexicon'"),
         (["generate", "--prompt", "hi", "--budget", "-3"], "must be 'auto' or a non-negative integer"),
         (["generate", "--prompt", "hi", "--max-new-tokens", "0"], "must be at least 1"),
-        (["generate", "--prompt", "hi", "--temperature", "-1"], "temperature must be >= 0"),
+        (["generate", "--prompt", "hi", "--temperature", "-1"], "temperature must be a finite number >= 0"),
+        (["generate", "--prompt", "hi", "--temperature", "1", "--top-p", "0"], "top_p must be in (0, 1]"),
+        (["generate", "--prompt", "hi", "--temperature", "1", "--top-k", "-2"], "top_k must be an integer >= 0"),
         (["generate"], "one of the arguments --prompt --prompt-file is required"),
         (["generate", "--prompt", "hi", "--prompt-file", "x"], "not allowed with argument"),
         (["frobnicate"], "invalid choice"),
@@ -65,3 +67,15 @@ def test_generate_on_a_local_model_prints_the_answer_and_the_comparison(capsys, 
     out = capsys.readouterr().out
     assert "MAT " in out and "speedup " in out and "output identical" in out and "engine overhead" in out
     assert "\x1b[" in out  # coloured by tier
+
+
+def test_generate_samples_reproducibly_with_a_seed(capsys, tmp_path):
+    folder = save_tiny(tmp_path / "m")
+    argv = ["generate", "--prompt", "hello world how are you " * 4, "--model", str(folder), "--max-new-tokens", "12"]
+    argv += ["--tiers", "context", "--temperature", "2", "--top-p", "0.9", "--seed", "5", "--color", "never"]
+    outs = []
+    for _ in range(2):
+        assert main(argv) == 0
+        outs.append(capsys.readouterr().out)
+    assert "with seed 5" in outs[0] and "a different sample from the same distribution" in outs[0]
+    assert outs[0].split("\n\n")[0] == outs[1].split("\n\n")[0]  # the same answer

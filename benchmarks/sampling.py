@@ -1,0 +1,52 @@
+"""HD against plain sampling at temperatures 0, 0.5 and 1.0, on Spec-Bench.
+
+    python benchmarks/sampling.py [--questions PATH] [--per-task 2] [--max-new-tokens 128]
+        [--temperatures 0,0.5,1.0] [--out benchmarks/sampling.json]
+
+For each temperature, `ar` and `hd` (default tiers and order, adaptive budget) answer the same
+questions interleaved question by question (hdlib.bench), both sampling with the same seeds. Prints
+speedup and MAT per task for each temperature; writes every result as JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from hdlib.bench import progress_line, run_benchmark, table
+from hdlib.models import load_model
+from hdlib.specbench import load_questions, per_task
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--questions", type=Path, default=ROOT.parent / "shared/specbench/question.jsonl")
+    parser.add_argument("--per-task", type=int, default=2)
+    parser.add_argument("--max-new-tokens", type=int, default=128)
+    parser.add_argument("--temperatures", default="0,0.5,1.0")
+    parser.add_argument("--methods", default="hd")
+    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks/sampling.json")
+    args = parser.parse_args()
+
+    questions = per_task(load_questions(args.questions), args.per_task)
+    lm = load_model("smollm2-135m")
+    runs = []
+    for temperature in (float(t) for t in args.temperatures.split(",")):
+
+        def progress(question, answers, temperature=temperature):
+            print(f"T={temperature:g} {progress_line(question, answers)}", file=sys.stderr, flush=True)
+
+        results = run_benchmark(lm, questions, args.methods.split(","), args.max_new_tokens, progress, temperature)
+        for metric in ("speedup", "mat"):
+            print(f"temperature {temperature:g}\n{table(results, metric)}", end="\n\n", flush=True)
+        runs.append(results)
+    command = " ".join(["python benchmarks/sampling.py", *sys.argv[1:]])
+    args.out.write_text(json.dumps({"command": command, "runs": runs}, indent=1))
+
+
+if __name__ == "__main__":
+    main()

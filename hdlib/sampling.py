@@ -1,0 +1,124 @@
+"""Lossless sampling: the warpers, and recursive rejection sampling over a tree of drafts.
+
+Plain sampling and HD share everything here. The target's distribution at a node is `warp(logits)`:
+temperature, then top-k, then top-p, as transformers applies them. A step then walks the tree from
+the root. At each node the residual distribution starts as the node's warped distribution; its
+children are tried in the drafter's order, child x accepted with probability residual(x) (the
+residual normalised); a rejected x is removed from the residual. If a child is accepted the walk
+moves down to it; if every child is rejected (or the node has none) the step's last token is drawn
+from what is left of the residual.
+
+Why it is exact: drafts are deterministic (a tier proposes tokens, it does not sample them), so
+"accept x with probability p(x), else remove x and renormalise" is just a way of drawing from p one
+candidate at a time: P(first child) = p(x1), P(second) = (1 - p(x1)) p(x2) / (1 - p(x1)) = p(x2),
+and so on, the rest of the mass going to the final draw. Every token of the answer is therefore
+drawn from the target's distribution given the accepted text before it, as in plain sampling.
+
+`reject_step` is the one rule both the sampler and the tests' exact enumeration use.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+from hdlib.errors import HDError
+from hdlib.tree import DraftTree
+
+
+@dataclass(frozen=True)
+class Warp:
+    """How logits become the distribution tokens are drawn from. temperature 0 means greedy."""
+
+    temperature: float = 0.0
+    top_p: float = 1.0  # keep the smallest set of most likely tokens holding this much mass; 1 keeps all
+    top_k: int = 0  # keep the k most likely tokens (ties at the k-th kept too); 0 keeps all
+
+    def __post_init__(self) -> None:
+        if (
+            not isinstance(self.temperature, (int, float))
+            or not self.temperature >= 0
+            or self.temperature == float("inf")
+        ):
+            raise HDError(f"temperature must be a finite number >= 0, got {self.temperature!r}")
+        if not isinstance(self.top_p, (int, float)) or not 0 < self.top_p <= 1:
+            raise HDError(f"top_p must be in (0, 1], got {self.top_p!r}")
+        if not isinstance(self.top_k, int) or isinstance(self.top_k, bool) or self.top_k < 0:
+            raise HDError(f"top_k must be an integer >= 0 (0 keeps every token), got {self.top_k!r}")
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0
+
+    def __call__(self, logits: torch.Tensor) -> torch.Tensor:
+        """Probabilities over the last dimension of `logits` (float64; rows sum to 1)."""
+        if self.greedy:
+            raise HDError("temperature 0 is greedy decoding: there is no distribution to sample from")
+        scores = logits.to(torch.float64) / self.temperature
+        if self.top_k and self.top_k < scores.shape[-1]:
+            kth = scores.topk(self.top_k, dim=-1).values[..., -1:]
+            scores = scores.masked_fill(scores < kth, float("-inf"))
+        probs = scores.softmax(dim=-1)
+        if self.top_p < 1:
+            sorted_probs, order = probs.sort(dim=-1, descending=True)
+            mass_before = sorted_probs.cumsum(dim=-1) - sorted_probs
+            drop_sorted = mass_before >= self.top_p  # the most likely token always has 0 before it
+            drop = drop_sorted.scatter(-1, order, drop_sorted)
+            probs = probs.masked_fill(drop, 0.0)
+            probs = probs / probs.sum(dim=-1, keepdim=True)
+        return probs
+
+
+def reject_step(residual: torch.Tensor, token: int) -> tuple[float, torch.Tensor]:
+    """The rule at one candidate: (probability of accepting `token`, the residual if it is rejected).
+
+    `residual` is a non-negative, unnormalised distribution; it is not modified.
+    """
+    total = float(residual.sum())
+    if total <= 0:
+        raise HDError("internal error: the residual distribution is empty")
+    accept = float(residual[token]) / total
+    rest = residual.clone()
+    rest[token] = 0.0
+    return accept, rest
+
+
+class Sampler:
+    """Draws a step's accepted path and last token from the tree's logits, with its own seeded RNG.
+
+    The generator lives on the CPU and only the rows of the nodes the walk visits are warped and
+    copied there, so the same seed gives the same answer on every device with the same logits.
+    """
+
+    def __init__(self, warp: Warp, seed: int | None = None) -> None:
+        if warp.greedy:
+            raise HDError("a Sampler needs temperature > 0; temperature 0 is greedy decoding")
+        self.warp = warp
+        self.seed = secrets.randbits(63) if seed is None else int(seed)
+        self.generator = torch.Generator().manual_seed(self.seed)
+
+    def _uniform(self) -> float:
+        return float(torch.rand((), generator=self.generator, dtype=torch.float64))
+
+    def draw(self, residual: torch.Tensor) -> int:
+        return int(torch.multinomial(residual / residual.sum(), 1, generator=self.generator))
+
+    def accept(self, tree: DraftTree, logits: torch.Tensor) -> tuple[list[int], int]:
+        """The accepted node indices (root first) and the token drawn after the last of them."""
+        return self.walk(tree, lambda node: self.warp(logits[node].detach().cpu()))
+
+    def walk(self, tree: DraftTree, distribution: Callable[[int], torch.Tensor]) -> tuple[list[int], int]:
+        path = [0]
+        while True:
+            residual = distribution(path[-1])
+            for child in tree.children(path[-1]):
+                accept, rest = reject_step(residual, tree.tokens[child])
+                if self._uniform() < accept:
+                    path.append(child)
+                    break
+                residual = rest
+            else:
+                return path, self.draw(residual)
