@@ -2,14 +2,16 @@
 
 One JSON object per line: `question_id` (int), `category` (str), `turns` (list of user turns).
 The eight MT-bench sub-categories form the task `mt_bench`; the other categories are tasks of their
-own. A malformed line stops the reading with its line number: a benchmark over a silently shortened
-question set would report numbers for questions nobody chose.
+own. A malformed line (not JSON, a field missing or of the wrong type, no turns, an empty turn, a
+`question_id` seen before) is named by its line number. By default it stops the reading; with
+`on_bad_line` (what `hdlib bench` does) each bad line is reported through it and skipped, so a run
+is never shortened silently, and a file left with no question at all is refused.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,7 +32,12 @@ class Question:
         return "mt_bench" if self.category in MT_BENCH else self.category
 
 
-def load_questions(path: str | Path) -> list[Question]:
+def load_questions(path: str | Path, on_bad_line: Callable[[str], None] | None = None) -> list[Question]:
+    """The questions of a Spec-Bench file, in file order.
+
+    A bad line raises HDError, or, when `on_bad_line` is given, is passed to it as one message
+    ("PATH, line N: why") and skipped. No valid question at all raises HDError either way.
+    """
     path = Path(path)
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
@@ -38,21 +45,51 @@ def load_questions(path: str | Path) -> list[Question]:
         raise HDError(f"cannot read questions file {path}: {e.strerror or e}") from None
     except UnicodeDecodeError:
         raise HDError(f"questions file {path} is not UTF-8 text") from None
-    questions = []
+    questions: list[Question] = []
+    seen: dict[int, int] = {}  # question_id -> line number
     for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
         try:
-            row = json.loads(line)
-            question = Question(int(row["question_id"]), str(row["category"]), tuple(str(t) for t in row["turns"]))
-        except (ValueError, KeyError, TypeError) as e:
-            raise HDError(f"{path}, line {number}: not a Spec-Bench question ({type(e).__name__}: {e})") from None
-        if not question.turns:
-            raise HDError(f"{path}, line {number}: question {question.question_id} has no turns")
+            question = parse_question(line)
+            if question.question_id in seen:
+                raise ValueError(f"question_id {question.question_id} repeats line {seen[question.question_id]}")
+        except (ValueError, TypeError) as e:
+            message = f"{path}, line {number}: not a Spec-Bench question ({e})"
+            if on_bad_line is None:
+                raise HDError(message) from None
+            on_bad_line(message)
+            continue
+        seen[question.question_id] = number
         questions.append(question)
     if not questions:
-        raise HDError(f"{path} holds no questions")
+        raise HDError(f"{path} holds no valid question")
     return questions
+
+
+def parse_question(line: str) -> Question:
+    """One line of the file; ValueError or TypeError says what is wrong with it."""
+    try:
+        row = json.loads(line)
+    except json.JSONDecodeError as e:
+        raise ValueError(f"invalid JSON: {e.msg} at column {e.colno}") from None
+    if not isinstance(row, dict):
+        raise TypeError(f"a JSON object is needed, got {type(row).__name__}")
+    missing = [key for key in ("question_id", "category", "turns") if key not in row]
+    if missing:
+        raise ValueError(f"missing {', '.join(missing)}")
+    qid, category, turns = row["question_id"], row["category"], row["turns"]
+    if not isinstance(qid, int) or isinstance(qid, bool):
+        raise TypeError(f"question_id must be an integer, got {qid!r}")
+    if not isinstance(category, str) or not category:
+        raise TypeError(f"category must be a non-empty string, got {category!r}")
+    if not isinstance(turns, list) or not all(isinstance(t, str) for t in turns):
+        raise TypeError("turns must be a list of strings")
+    if not turns:
+        raise ValueError(f"question {qid} has no turns")
+    if not all(t.strip() for t in turns):
+        raise ValueError(f"question {qid} has an empty turn")
+    return Question(qid, category, tuple(turns))
 
 
 def per_task(questions: Iterable[Question], k: int | None, tasks: Iterable[str] | None = None) -> list[Question]:
