@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from pathlib import Path
 
 from hdlib.bench import progress_line, run_benchmark, table
@@ -43,6 +44,7 @@ def main() -> None:
         results = run_benchmark(lm, questions, args.methods.split(","), args.max_new_tokens, progress, temperature)
         for metric in ("speedup", "mat"):
             print(f"temperature {temperature:g}\n{table(results, metric)}", end="\n\n", flush=True)
+        results["date"] = time.strftime("%Y-%m-%d")
         runs.append(results)
     command = " ".join(["python benchmarks/sampling.py", *sys.argv[1:]])
     args.out.write_text(json.dumps({"command": command, "runs": runs}, indent=1))

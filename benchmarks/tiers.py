@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from pathlib import Path
 
 from hdlib.bench import progress_line, run_benchmark, table
@@ -39,6 +40,7 @@ def main() -> None:
 
     results = run_benchmark(lm, questions, args.methods.split(","), args.max_new_tokens, progress)
     results["command"] = " ".join(["python benchmarks/tiers.py", *sys.argv[1:]])
+    results["date"] = time.strftime("%Y-%m-%d")
     for metric in ("speedup", "mat", "identical_frac"):
         print(table(results, metric), end="\n\n")
     args.out.write_text(json.dumps(results, indent=1))

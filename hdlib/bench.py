@@ -1,21 +1,31 @@
 """Side-by-side benchmarks: every method over the same questions, in one process, interleaved.
 
-Methods by name: `ar` is plain decoding in hdlib's own loop (the baseline); `hd` is HD with the
-default tiers and order; `hd:ORDER` names the tiers by letter in the order they are asked (`hd:C`,
-`hd:CM`, `hd:SCM`). Question by question, every method answers every turn (the conversation so far
-is the baseline's), so the drift of a shared machine hits all of them alike.
+Methods by name: `ar` is plain decoding in hdlib's own loop (the baseline); `hf` is transformers'
+`model.generate` (greedy), `hf-pld` the same with prompt lookup decoding (see hdlib.baselines);
+`hd` is HD with the default tiers and order; `hd:ORDER` names the tiers by letter in the order they
+are asked (`hd:C`, `hd:CM`, `hd:SCM`); `hd:all-orders` stands for all 15 ordered non-empty subsets
+of C, M, S. Question by question, after a warm-up, every method answers every turn (the
+conversation so far is the baseline's), so the drift of a shared machine hits all of them alike.
 
-Metrics follow Spec-Bench: throughput per question = new tokens / wall time; speedup = mean
-throughput of the method / mean throughput of `ar`; MAT = mean tokens per step over all steps.
+Each answered turn is kept as a `Turn` (counts, seconds, a digest of the tokens) and each question
+as an `Answered` record; the metrics are computed from those records only, so a run resumed from
+its raw results file (hdlib.benchlog) aggregates exactly like an uninterrupted one.
+
+Metrics follow Spec-Bench: throughput per question = new tokens / wall time over its turns; speedup =
+mean throughput of the method / mean throughput of `ar`; MAT = mean tokens per step over all steps
+(the bonus token included); `identical_frac` = share of questions whose every turn is token for
+token `ar`'s (only meaningful at temperature 0).
 """
 
 from __future__ import annotations
 
-import time
+import hashlib
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import permutations
 
+from hdlib.baselines import PROMPT_LOOKUP_TOKENS, HFGeneration, hf_generate
 from hdlib.decoding import generate
 from hdlib.errors import HDError
 from hdlib.models import LoadedModel
@@ -23,59 +33,172 @@ from hdlib.specbench import Question
 from hdlib.tiers import DEFAULT_TIERS, Tier, parse_tiers
 from hdlib.trace import Generation
 
+ALL_ORDERS = "hd:all-orders"
+FAIRNESS_LIMIT = 0.05  # `ar` may be at most this much slower than `hf` to count as a fair baseline
+
 
 @dataclass(frozen=True)
 class Method:
     name: str
-    tiers: tuple[Tier, ...]  # empty: plain decoding
+    tiers: tuple[Tier, ...] = ()  # hdlib methods: the tiers in order; empty is plain decoding
+    transformers: bool = False  # answered by `model.generate` instead of hdlib's loop
+    prompt_lookup: int | None = None  # transformers only: prompt lookup decoding, tokens per draft
 
     @classmethod
     def parse(cls, name: str) -> Method:
         if name == "ar":
-            return cls(name, ())
+            return cls(name)
+        if name == "hf":
+            return cls(name, transformers=True)
+        if name == "hf-pld":
+            return cls(name, transformers=True, prompt_lookup=PROMPT_LOOKUP_TOKENS)
         if name == "hd":
             return cls(name, DEFAULT_TIERS)
         if name.startswith("hd:") and len(name) > 3:
             return cls(name, tuple(parse_tiers(list(name[3:]))))  # type: ignore[arg-type]
-        raise HDError(f"unknown method {name!r}: use ar, hd or hd:ORDER (tier letters, e.g. hd:CMS)")
+        raise HDError(
+            f"unknown method {name!r}: use ar, hf, hf-pld, hd, hd:ORDER (tier letters C, M, S, e.g. hd:CM) "
+            f"or {ALL_ORDERS}"
+        )
+
+
+def all_orders() -> list[str]:
+    """The 15 ordered non-empty subsets of the tiers as method names: hd:C ... hd:SMC."""
+    letters = [t.letter for t in DEFAULT_TIERS]
+    return [f"hd:{''.join(p)}" for n in range(1, len(letters) + 1) for p in permutations(letters, n)]
+
+
+def parse_methods(names: str | Sequence[str]) -> list[Method]:
+    """Method names ("hf,hd:C" or a list) -> methods, `ar` first, each once, hd:all-orders expanded."""
+    items = [n.strip() for n in names.split(",")] if isinstance(names, str) else [n.strip() for n in names]
+    if any(not n for n in items):
+        raise HDError(f"empty method name in {names!r}")
+    expanded = [order for n in items for order in (all_orders() if n == ALL_ORDERS else [n])]
+    return [Method.parse(n) for n in dict.fromkeys(["ar", *expanded])]
+
+
+def digest(tokens: Sequence[int]) -> str:
+    """16 hex characters naming a token sequence: equal answers have equal digests."""
+    return hashlib.sha256(",".join(map(str, tokens)).encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One answered turn, as the raw results file keeps it: what the metrics need, no more."""
+
+    tokens: int  # new tokens, the end token included
+    steps: int  # forward passes that emitted tokens
+    wall_s: float  # prefill included
+    draft_s: float  # asking the tiers (0 for transformers' methods: not separable)
+    overhead_s: float  # step time outside the forward pass
+    step_s: float  # all steps (hdlib: prefill excluded; transformers: wall time)
+    tiers: dict[str, int]  # emitted tokens per tier, bonus tokens under "target"; {} for transformers
+    digest: str  # of the token ids, to tell identical outputs
+    text: str = field(default="", compare=False, repr=False)  # the answer; not kept in the file
+
+    @classmethod
+    def of(cls, g: Generation) -> Turn:
+        t = g.step_time
+        tiers = {tier.value: n for tier, n in sorted(g.tier_counts.items())}
+        return cls(len(g.tokens), len(g.steps), g.wall_s, t.draft, t.overhead, t.total, tiers, digest(g.tokens), g.text)
+
+    @classmethod
+    def of_transformers(cls, g: HFGeneration, text: str) -> Turn:
+        overhead = max(g.wall_s - g.forward_s, 0.0)
+        return cls(len(g.tokens), g.forward_calls, g.wall_s, 0.0, overhead, g.wall_s, {}, digest(g.tokens), text)
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            k: getattr(self, k)
+            for k in ("tokens", "steps", "wall_s", "draft_s", "overhead_s", "step_s", "tiers", "digest")
+        }
+
+    @classmethod
+    def from_json(cls, row: Mapping[str, object]) -> Turn:
+        return cls(
+            int(row["tokens"]),  # type: ignore[arg-type]
+            int(row["steps"]),  # type: ignore[arg-type]
+            *(float(row[k]) for k in ("wall_s", "draft_s", "overhead_s", "step_s")),  # type: ignore[arg-type]
+            {str(k): int(v) for k, v in dict(row["tiers"]).items()},  # type: ignore[call-overload]
+            str(row["digest"]),
+        )
+
+
+@dataclass(frozen=True)
+class Answered:
+    """Every method's turns on one question."""
+
+    question_id: int
+    task: str
+    runs: dict[str, list[Turn]]  # method name -> one Turn per turn of the question
+
+    def to_json(self) -> dict[str, object]:
+        runs = {name: [t.to_json() for t in turns] for name, turns in self.runs.items()}
+        return {"question_id": self.question_id, "task": self.task, "runs": runs}
+
+    @classmethod
+    def from_json(cls, row: Mapping[str, object]) -> Answered:
+        runs = {str(name): [Turn.from_json(t) for t in turns] for name, turns in dict(row["runs"]).items()}  # type: ignore[call-overload]
+        return cls(int(row["question_id"]), str(row["task"]), runs)  # type: ignore[call-overload]
 
 
 @dataclass
 class Tally:
-    """Sums over the turns one method answered."""
+    """Sums over the questions one method answered."""
 
     throughputs: list[float] = field(default_factory=list)  # one per question
     tokens: int = 0
     steps: int = 0
     identical: list[bool] = field(default_factory=list)
-    tier_tokens: Counter[Tier] = field(default_factory=Counter)
+    tier_tokens: Counter[str] = field(default_factory=Counter)
     draft_s: float = 0.0
     overhead_s: float = 0.0
     step_s: float = 0.0
 
-    def add(self, runs: Sequence[Generation], baseline: Sequence[Generation]) -> None:
-        wall = sum(r.wall_s for r in runs)
-        self.throughputs.append(sum(len(r.tokens) for r in runs) / wall if wall > 0 else 0.0)
-        self.identical.append(all(r.tokens == b.tokens for r, b in zip(runs, baseline)))
-        for r in runs:
-            self.tokens += len(r.tokens)
-            self.steps += len(r.steps)
-            self.tier_tokens.update(r.tier_counts)
-            t = r.step_time
-            self.draft_s, self.overhead_s, self.step_s = self.draft_s + t.draft, self.overhead_s + t.overhead, self.step_s + t.total
+    def add(self, turns: Sequence[Turn], baseline: Sequence[Turn]) -> None:
+        wall = sum(t.wall_s for t in turns)
+        self.throughputs.append(sum(t.tokens for t in turns) / wall if wall > 0 else 0.0)
+        self.identical.append(
+            len(turns) == len(baseline) and all(t.digest == b.digest for t, b in zip(turns, baseline))
+        )
+        for t in turns:
+            self.tokens += t.tokens
+            self.steps += t.steps
+            self.tier_tokens.update(t.tiers)
+            self.draft_s += t.draft_s
+            self.overhead_s += t.overhead_s
+            self.step_s += t.step_s
 
     def metrics(self, baseline: Tally) -> dict[str, object]:
         mean = sum(self.throughputs) / len(self.throughputs)
         base = sum(baseline.throughputs) / len(baseline.throughputs)
         return {
-            "speedup": mean / base,
-            "mat": self.tokens / self.steps,
+            "speedup": mean / base if base > 0 else 0.0,
+            "mat": self.tokens / self.steps if self.steps else 0.0,
             "tokens_per_s": mean,
-            "draft_ms": 1e3 * self.draft_s / self.steps,
-            "overhead_frac": self.overhead_s / self.step_s,
+            "draft_ms": 1e3 * self.draft_s / self.steps if self.steps else 0.0,
+            "overhead_frac": self.overhead_s / self.step_s if self.step_s > 0 else 0.0,
             "identical_frac": sum(self.identical) / len(self.identical),
-            "tier_share": {t.value: n / self.tokens for t, n in sorted(self.tier_tokens.items())},
+            "tier_share": {t: n / self.tokens for t, n in sorted(self.tier_tokens.items())} if self.tokens else {},
         }
+
+
+def aggregate(records: Sequence[Answered], method_names: Sequence[str]) -> dict[str, dict[str, object]]:
+    """Each method's metrics overall and per task (tasks in the order they first appear)."""
+    tasks = list(dict.fromkeys(r.task for r in records))
+    tallies = {name: {"overall": Tally(), **{task: Tally() for task in tasks}} for name in method_names}
+    for record in records:
+        for name in method_names:
+            for key in ("overall", record.task):
+                tallies[name][key].add(record.runs[name], record.runs["ar"])
+    ar = tallies["ar"]
+    return {
+        name: {
+            "overall": per["overall"].metrics(ar["overall"]),
+            "tasks": {task: per[task].metrics(ar[task]) for task in tasks},
+        }
+        for name, per in tallies.items()
+    }
 
 
 def answer(
@@ -86,83 +209,128 @@ def answer(
     max_new_tokens: int,
     temperature: float = 0.0,
     seed: int = 0,
-) -> list[Generation]:
+) -> list[Turn]:
     """Every turn of `question`, with the earlier turns answered by `history` (the baseline's text).
 
     Sampled turns use seed `seed + turn`, so a run can be replayed.
     """
     messages: list[dict[str, str]] = []
-    runs = []
-    for i, turn in enumerate(question.turns):
-        messages.append({"role": "user", "content": turn})
-        sampling = {"temperature": temperature, "seed": seed + i} if temperature > 0 else {}
-        runs.append(generate(lm, lm.encode_prompt(messages), method.tiers, max_new_tokens=max_new_tokens, **sampling))
-        messages.append({"role": "assistant", "content": history[i] if i < len(history) else runs[-1].text})
-    return runs
+    turns: list[Turn] = []
+    for i, user in enumerate(question.turns):
+        messages.append({"role": "user", "content": user})
+        prompt_ids = lm.encode_prompt(messages)
+        if method.transformers:
+            g = hf_generate(lm, prompt_ids, max_new_tokens, temperature, seed + i, method.prompt_lookup)
+            turns.append(Turn.of_transformers(g, lm.decode(g.tokens)))
+        else:
+            sampling = {"temperature": temperature, "seed": seed + i} if temperature > 0 else {}
+            turns.append(Turn.of(generate(lm, prompt_ids, method.tiers, max_new_tokens=max_new_tokens, **sampling)))
+        messages.append({"role": "assistant", "content": history[i] if i < len(history) else turns[-1].text})
+    return turns
 
 
 def run_benchmark(
     lm: LoadedModel,
     questions: Sequence[Question],
-    method_names: Sequence[str],
+    method_names: str | Sequence[str],
     max_new_tokens: int = 256,
-    on_question: Callable[[Question, dict[str, list[Generation]]], None] | None = None,
+    on_question: Callable[[Question, Answered], None] | None = None,
     temperature: float = 0.0,
+    done: Sequence[Answered] = (),
 ) -> dict[str, object]:
     """Every method over every question, interleaved; Spec-Bench's metrics per method and task.
 
+    `done` holds questions answered earlier (a resumed run): they are not answered again but count
+    in the metrics. `on_question` sees each newly answered question (to save it, to show progress).
     At temperature > 0 every method samples (question i, turn j with seed 1000 i + j), so
     `identical_frac` only means something at temperature 0.
     """
-    methods = [Method.parse(n) for n in dict.fromkeys(["ar", *method_names])]
-    warm = Question(0, "warmup", ("Say hello.",))
-    for method in methods:
-        answer(lm, warm, method, (), 8)
-    tasks = list(dict.fromkeys(q.task for q in questions))
-    tallies = {m.name: {"overall": Tally(), **{task: Tally() for task in tasks}} for m in methods}
-    for question in questions:
+    methods = parse_methods(method_names)
+    names = [m.name for m in methods]
+    records = {r.question_id: r for r in done}
+    missing = sorted({n for r in done for n in names if n not in r.runs})
+    if missing:
+        raise HDError(f"the earlier results lack method(s) {missing}: they cannot be resumed with these methods")
+    todo = [q for q in questions if q.question_id not in records]
+    if todo:
+        warm = Question(0, "warmup", ("Say hello.",))
+        for method in methods:
+            answer(lm, warm, method, (), 8)
+    for question in todo:
         seed = 1000 * question.question_id
         base = answer(lm, question, methods[0], (), max_new_tokens, temperature, seed)
         runs = {"ar": base}
-        history = [r.text for r in base]
+        history = [t.text for t in base]
         for method in methods[1:]:
             runs[method.name] = answer(lm, question, method, history, max_new_tokens, temperature, seed)
-        for name, method_runs in runs.items():
-            for key in ("overall", question.task):
-                tallies[name][key].add(method_runs, base)
+        records[question.question_id] = Answered(question.question_id, question.task, runs)
         if on_question is not None:
-            on_question(question, runs)
-    ar = tallies["ar"]
+            on_question(question, records[question.question_id])
     return {
         "model": lm.name,
         "device": str(lm.device),
         "temperature": temperature,
         "max_new_tokens": max_new_tokens,
         "questions": len(questions),
-        "date": time.strftime("%Y-%m-%d"),
-        "methods": {
-            name: {
-                "overall": per["overall"].metrics(ar["overall"]),
-                "tasks": {task: per[task].metrics(ar[task]) for task in tasks},
-            }
-            for name, per in tallies.items()
-        },
+        "methods": aggregate([records[q.question_id] for q in questions], names),
     }
 
 
-def table(results: dict[str, object], metric: str = "speedup") -> str:
+def table(results: Mapping[str, object], metric: str = "speedup") -> str:
     """Methods as rows, tasks (then overall) as columns."""
-    methods = results["methods"]
+    methods: Mapping[str, dict] = results["methods"]  # type: ignore[assignment]
     tasks = list(next(iter(methods.values()))["tasks"])
-    head = f"{metric:12}" + "".join(f"{t[:13]:>14}" for t in [*tasks, "overall"])
+    width = max(12, *(len(n) + 2 for n in methods))
+    head = f"{metric:{width}}" + "".join(f"{t[:13]:>14}" for t in [*tasks, "overall"])
     rows = [
-        f"{name:12}" + "".join(f"{m['tasks'][t][metric]:14.2f}" for t in tasks) + f"{m['overall'][metric]:14.2f}"
+        f"{name:{width}}" + "".join(f"{m['tasks'][t][metric]:14.2f}" for t in tasks) + f"{m['overall'][metric]:14.2f}"
         for name, m in methods.items()
     ]
     return "\n".join([head, *rows])
 
 
-def progress_line(question: Question, runs: dict[str, list[Generation]]) -> str:
+def overall_table(results: Mapping[str, object]) -> str:
+    """One row per method with every overall metric."""
+    methods: Mapping[str, dict] = results["methods"]  # type: ignore[assignment]
+    width = max(12, *(len(n) + 2 for n in methods))
+    head = f"{'overall':{width}}{'speedup':>8}{'MAT':>7}{'tok/s':>9}{'draft ms':>10}{'overhead':>10}{'identical':>11}  tier share"
+    rows = []
+    for name, m in methods.items():
+        o = m["overall"]
+        shares = ", ".join(f"{t} {100 * s:.0f} %" for t, s in o["tier_share"].items()) or "-"
+        rows.append(
+            f"{name:{width}}{o['speedup']:7.2f}x{o['mat']:7.2f}{o['tokens_per_s']:9.1f}{o['draft_ms']:10.2f}"
+            f"{100 * o['overhead_frac']:9.1f}%{100 * o['identical_frac']:10.0f}%  {shares}"
+        )
+    return "\n".join([head, *rows])
+
+
+def fairness_line(results: Mapping[str, object]) -> str:
+    """Is `ar` a fair baseline? Its overall throughput against transformers' `generate` (`hf`)."""
+    methods: Mapping[str, dict] = results["methods"]  # type: ignore[assignment]
+    if "hf" not in methods:
+        return "ar vs hf: not measured (add hf to --methods to check that ar is a fair baseline)"
+    hf_over_ar = methods["hf"]["overall"]["speedup"]
+    relative = 1 / hf_over_ar - 1 if hf_over_ar > 0 else 0.0  # ar's throughput relative to hf's
+    line = f"ar vs hf: ar is {100 * abs(relative):.1f} % {'faster' if relative >= 0 else 'slower'} than hf overall"
+    if relative < -FAIRNESS_LIMIT:
+        line += (
+            f"\nWARNING: ar is more than {100 * FAIRNESS_LIMIT:.0f} % slower than transformers' generate, "
+            "so speedups against ar overstate the methods: compare with hf too"
+        )
+    return line
+
+
+def summary(results: Mapping[str, object]) -> str:
+    """The printed report: speedup, MAT and identical share per task, every overall metric, fairness."""
+    parts = [table(results, metric) for metric in ("speedup", "mat", "tokens_per_s", "identical_frac")]
+    return "\n\n".join([*parts, overall_table(results), fairness_line(results)])
+
+
+def progress_line(question: Question, answered: Answered) -> str:
     """One line per finished question: each method's MAT on it."""
-    mats = " ".join(f"{name}: MAT {sum(len(r.tokens) for r in rs) / sum(len(r.steps) for r in rs):.2f}" for name, rs in runs.items())
+    mats = " ".join(
+        f"{name}: MAT {sum(t.tokens for t in turns) / max(sum(t.steps for t in turns), 1):.2f}"
+        for name, turns in answered.runs.items()
+    )
     return f"q{question.question_id} ({question.task}) {mats}"
