@@ -5,6 +5,8 @@
     hdlib build-db model|statistics [--model M] [--source PATH|sharegpt] [--limit N] [--out PATH]
     hdlib db info PATH [--model M]
     hdlib warmup [--model M]
+    hdlib bench [--questions PATH] [--per-task K] [--max-new-tokens N] [--methods LIST] [--temperature T]
+        [--model M] [--out results.json] [--html report.html] [--resume]
 
 Every user mistake is one line on stderr, `hdlib: error: ...`, and exit status 2, checked before
 the model is loaded where it can be; nothing is printed to stdout until the answer is complete.
@@ -13,13 +15,18 @@ the model is loaded where it can be; nothing is printed to stdout until the answ
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from tqdm.auto import tqdm
+
 from hdlib.errors import HDError
 from hdlib.tiers import DEFAULT_TIERS, Tier, make_tier, parse_tiers
 
+DEFAULT_QUESTIONS = Path(__file__).resolve().parents[1] / "data" / "prompts" / "prompts.jsonl"
 COLORS = {Tier.CONTEXT: "32", Tier.MODEL: "34", Tier.STATISTICS: "35", Tier.TARGET: "0"}  # ANSI SGR
 
 
@@ -85,6 +92,17 @@ def build_parser() -> argparse.ArgumentParser:
     info = db_sub.add_parser("info", help="what a database holds, how it was built, sizes, a sample")
     info.add_argument("path", type=Path)
     info.add_argument("--model", default=None, help="decode the sample with this model's tokenizer")
+
+    bench = sub.add_parser("bench", help="Spec-Bench: methods side by side over the same questions")
+    bench.add_argument("--questions", type=Path, default=DEFAULT_QUESTIONS, help="Spec-Bench question file (default: the project's data/prompts/prompts.jsonl)")
+    bench.add_argument("--per-task", type=_positive, default=None, metavar="K", help="the first K questions of each task (default: all)")
+    bench.add_argument("--max-new-tokens", type=_positive, default=256, help="per turn (default 256)")
+    bench.add_argument("--methods", default="hf,hf-pld,hd", help="ar, hf, hf-pld, hd, hd:ORDER (e.g. hd:CM), hd:all-orders; ar always runs (default hf,hf-pld,hd)")
+    bench.add_argument("--temperature", type=float, default=0.0, help="0 is greedy (default); above 0 every method samples")
+    bench.add_argument("--model", default=DEFAULT_MODEL)
+    bench.add_argument("--out", type=Path, default=Path("bench.json"), help="results JSON (default bench.json); raw results go beside it, NAME.raw.jsonl")
+    bench.add_argument("--html", type=Path, default=None, help="also write an HTML report with charts")
+    bench.add_argument("--resume", action="store_true", help="continue an interrupted run from its raw results")
 
     warm = sub.add_parser("warmup", help="convert and cache the model, open its databases, measure its forward time")
     warm.add_argument("--model", default=DEFAULT_MODEL)
@@ -227,10 +245,84 @@ def cmd_db_info(args: argparse.Namespace) -> int:
     return 0
 
 
+def _writable(path: Path, option: str) -> None:
+    if not path.parent.is_dir():
+        raise HDError(f"{option} {path}: folder {path.parent} does not exist")
+    if path.is_dir():
+        raise HDError(f"{option} {path} is a folder")
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from hdlib.bench import parse_methods, run_benchmark, summary
+    from hdlib.benchlog import ResultsLog, raw_path, run_settings
+    from hdlib.decoding import DecodeSettings
+    from hdlib.models import get_device, load_model
+    from hdlib.specbench import load_questions, per_task
+
+    # Everything that can be checked without the model is checked first.
+    DecodeSettings(max_new_tokens=args.max_new_tokens, temperature=args.temperature)
+    methods = [m.name for m in parse_methods(args.methods)]
+    _writable(args.out, "--out")
+    if args.html is not None:
+        _writable(args.html, "--html")
+        try:
+            import hdlib.viz.bench  # noqa: F401  (plotly and the notebook extras)
+        except ImportError as e:
+            raise HDError(f"--html needs the notebook extras ({e.name} is missing): pip install -e '.[notebooks]'") from None
+
+    def bad_line(message: str) -> None:
+        print(f"hdlib: warning: skipped {message}", file=sys.stderr)
+
+    questions = per_task(load_questions(args.questions, on_bad_line=bad_line), args.per_task)
+    device = str(get_device())
+    settings = run_settings(args.model, device, args.temperature, args.max_new_tokens, methods, questions)
+    log = ResultsLog(raw_path(args.out), settings, resume=args.resume)
+
+    lm = load_model(args.model)
+    bar = tqdm(total=len(questions), initial=len(log.done), desc="questions", unit="q", file=sys.stderr)
+
+    def on_question(question, answered) -> None:
+        log.append(answered)
+        bar.update(1)
+        bar.set_postfix_str(f"q{question.question_id} {question.task}")
+
+    try:
+        results = run_benchmark(lm, questions, methods, args.max_new_tokens, on_question, args.temperature, log.done)
+    except KeyboardInterrupt:
+        bar.close()
+        print(
+            f"hdlib: interrupted: {len(log.done)} of {len(questions)} questions done, kept in {log.path}; "
+            "run the same command with --resume to continue",
+            file=sys.stderr,
+        )
+        return 130
+    bar.close()
+    _write_json(args.out, results)
+    if args.html is not None:
+        from hdlib.viz.bench import write_html_report
+
+        write_html_report(results, args.html)
+    print(summary(results))
+    print(f"\nwrote {args.out} (raw results: {log.path})" + (f" and {args.html}" if args.html else ""))
+    return 0
+
+
+def _write_json(path: Path, data: object) -> None:
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    tmp.write_text(json.dumps(data, indent=1), encoding="utf-8")
+    os.replace(tmp, path)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
-        commands = {"generate": cmd_generate, "warmup": cmd_warmup, "build-db": cmd_build_db, "db": cmd_db_info}
+        commands = {
+            "generate": cmd_generate,
+            "warmup": cmd_warmup,
+            "build-db": cmd_build_db,
+            "db": cmd_db_info,
+            "bench": cmd_bench,
+        }
         return commands[args.command](args)
     except HDError as e:
         print(f"hdlib: error: {e}", file=sys.stderr)

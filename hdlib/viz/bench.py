@@ -1,0 +1,186 @@
+"""Figures of a benchmark's results, and the HTML report that holds them.
+
+Every figure function is pure: the results dict of `hdlib.bench.run_benchmark` (or the JSON that
+`hdlib bench --out` writes) in, a plotly `Figure` out. `write_html_report` puts them in one
+self-contained HTML file, plotly.js inlined once, so it opens offline.
+"""
+
+from __future__ import annotations
+
+import html
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+import plotly.graph_objects as go
+
+from hdlib.bench import fairness_line
+from hdlib.tiers.base import Tier
+from hdlib.trace import TIER_COLORS
+
+TIER_ORDER = (Tier.CONTEXT, Tier.MODEL, Tier.STATISTICS, Tier.TARGET)  # bottom to top in stacks
+BASELINE = "ar"
+# Okabe-Ito without the tier colours' greens/blues first, so methods stay apart from tiers.
+METHOD_COLORS = ("#E69F00", "#56B4E9", "#D55E00", "#000000", "#F0E442", "#009E73", "#0072B2", "#CC79A7", "#999999")
+
+Results = Mapping[str, object]
+
+
+def _methods(results: Results) -> Mapping[str, dict]:
+    return results["methods"]  # type: ignore[return-value]
+
+
+def _layout(fig: go.Figure, title: str, yaxis: str) -> go.Figure:
+    fig.update_layout(title=title, yaxis_title=yaxis, template="plotly_white", legend_title_text="method", height=420)
+    return fig
+
+
+def speedup_figure(results: Results) -> go.Figure:
+    """Speedup against `ar` per task (and overall), one group of bars per task, one bar per method."""
+    methods = _methods(results)
+    tasks = list(next(iter(methods.values()))["tasks"])
+    x = [*tasks, "overall"]
+    fig = go.Figure()
+    for i, (name, m) in enumerate((n, m) for n, m in methods.items() if n != BASELINE):
+        y = [m["tasks"][t]["speedup"] for t in tasks] + [m["overall"]["speedup"]]
+        color = METHOD_COLORS[i % len(METHOD_COLORS)]
+        fig.add_bar(
+            name=name, x=x, y=y, marker_color=color, hovertemplate=f"{name}<br>%{{x}}: %{{y:.2f}}x<extra></extra>"
+        )
+    fig.add_hline(y=1.0, line_dash="dash", line_color="#555555", annotation_text="ar", annotation_position="top left")
+    fig.update_layout(barmode="group")
+    return _layout(fig, "Speedup against plain decoding (ar), per task", "speedup (x)")
+
+
+def mat_figure(results: Results) -> go.Figure:
+    """Mean accepted tokens per step (bonus included) of each method, overall."""
+    methods = _methods(results)
+    names = list(methods)
+    mats = [methods[n]["overall"]["mat"] for n in names]
+    fig = go.Figure(
+        go.Bar(
+            x=names,
+            y=mats,
+            text=[f"{v:.2f}" for v in mats],
+            textposition="outside",
+            marker_color="#0072B2",
+            hovertemplate="%{x}: MAT %{y:.3f}<extra></extra>",
+        )
+    )
+    fig.update_layout(showlegend=False)
+    return _layout(fig, "Mean accepted tokens per step (MAT), overall", "tokens per step")
+
+
+def tier_share_figure(results: Results) -> go.Figure:
+    """Share of the emitted tokens by tier (bonus tokens as `target`), stacked, per hdlib method.
+
+    Transformers' methods do not say where a token came from and are left out.
+    """
+    methods = {n: m for n, m in _methods(results).items() if m["overall"]["tier_share"]}
+    names = list(methods)
+    fig = go.Figure()
+    for tier in TIER_ORDER:
+        y = [methods[n]["overall"]["tier_share"].get(tier.value, 0.0) for n in names]
+        fig.add_bar(
+            name=tier.value,
+            x=names,
+            y=y,
+            marker_color=TIER_COLORS[tier],
+            hovertemplate=f"%{{x}}<br>{tier.value}: %{{y:.1%}}<extra></extra>",
+        )
+    fig = _layout(fig, "Where the emitted tokens came from, overall", "share of tokens")
+    fig.update_layout(barmode="stack", legend_title_text="tier", yaxis_tickformat=".0%")
+    return fig
+
+
+def order_methods(results: Results) -> list[str]:
+    """The `hd:ORDER` methods of the results, fastest first."""
+    methods = _methods(results)
+    named = [n for n in methods if n.startswith("hd:")]
+    return sorted(named, key=lambda n: -methods[n]["overall"]["speedup"])
+
+
+def order_ablation_figure(results: Results) -> go.Figure:
+    """The tier orders (`hd:ORDER` methods) sorted by overall speedup, each bar in its first tier's colour."""
+    methods = _methods(results)
+    names = order_methods(results)[::-1]  # plotly draws horizontal bars bottom up: fastest on top
+    colors = [TIER_COLORS[Tier.parse(n[3])] for n in names]
+    fig = go.Figure(
+        go.Bar(
+            x=[methods[n]["overall"]["speedup"] for n in names],
+            y=names,
+            orientation="h",
+            marker_color=colors,
+            text=[f"{methods[n]['overall']['speedup']:.2f}x, MAT {methods[n]['overall']['mat']:.2f}" for n in names],
+            textposition="auto",
+            hovertemplate="%{y}: %{x:.2f}x<extra></extra>",
+        )
+    )
+    fig.add_vline(x=1.0, line_dash="dash", line_color="#555555")
+    fig.update_layout(showlegend=False, height=max(300, 40 + 28 * len(names)))
+    fig.update_layout(title="Tier order ablation: speedup by order (first tier's colour)", xaxis_title="speedup (x)")
+    fig.update_layout(template="plotly_white")
+    return fig
+
+
+def report_figures(results: Results) -> dict[str, go.Figure]:
+    """Every figure of the report by name; the order ablation only when the results hold hd:ORDER methods."""
+    figures = {
+        "speedup": speedup_figure(results),
+        "mat": mat_figure(results),
+        "tier_share": tier_share_figure(results),
+    }
+    if order_methods(results):
+        figures["order_ablation"] = order_ablation_figure(results)
+    return figures
+
+
+def _metrics_table(results: Results) -> str:
+    head = ["method", "speedup", "MAT", "tokens/s", "draft ms/step", "overhead", "identical to ar", "tier share"]
+    rows = []
+    for name, m in _methods(results).items():
+        o = m["overall"]
+        shares = ", ".join(f"{t} {100 * s:.0f} %" for t, s in o["tier_share"].items()) or "-"
+        cells = [
+            name,
+            f"{o['speedup']:.2f}x",
+            f"{o['mat']:.2f}",
+            f"{o['tokens_per_s']:.1f}",
+            f"{o['draft_ms']:.2f}",
+            f"{100 * o['overhead_frac']:.1f} %",
+            f"{100 * o['identical_frac']:.0f} %",
+            shares,
+        ]
+        rows.append("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in cells) + "</tr>")
+    header = "<tr>" + "".join(f"<th>{h}</th>" for h in head) + "</tr>"
+    return f"<table>{header}{''.join(rows)}</table>"
+
+
+def report_html(results: Results, title: str = "hdlib bench") -> str:
+    """The whole report as one HTML page: settings, overall metrics, fairness line, the figures."""
+    settings = (
+        f"model {results['model']} on {results['device']}, temperature {results['temperature']:g}, "
+        f"at most {results['max_new_tokens']} new tokens, {results['questions']} questions"
+    )
+    figures = []
+    for i, fig in enumerate(report_figures(results).values()):
+        figures.append(fig.to_html(full_html=False, include_plotlyjs=(i == 0)))  # plotly.js once, inline
+    fairness = "<br>".join(html.escape(line) for line in fairness_line(results).splitlines())
+    style = (
+        "body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}"
+        "td,th{border:1px solid #ccc;padding:4px 8px;text-align:right}td:first-child{text-align:left}"
+    )
+    return (
+        f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
+        f"<style>{style}</style></head><body><h1>{html.escape(title)}</h1><p>{html.escape(settings)}</p>"
+        f"{_metrics_table(results)}<p>{fairness}</p>{''.join(figures)}</body></html>"
+    )
+
+
+def write_html_report(results: Results, path: str | Path, title: str = "hdlib bench") -> Path:
+    """Write `report_html` to `path` atomically; returns the path."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    tmp.write_text(report_html(results, title), encoding="utf-8")
+    os.replace(tmp, path)
+    return path

@@ -1,0 +1,318 @@
+"""The Spec-Bench harness: methods, metrics from raw records, resume, the report, `hdlib bench`.
+
+Integration tests run on a tiny random model (tests/tiny.py) with methods that need no database:
+ar, hf, hf-pld and hd:C. Everything else (figures, fairness, the raw file) is checked on plain data.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from tiny import save_tiny
+
+import hdlib.models
+from hdlib.bench import ALL_ORDERS, Answered, Method, Tally, Turn, fairness_line, parse_methods, run_benchmark
+from hdlib.benchlog import ResultsLog, raw_path, run_settings
+from hdlib.cli import main
+from hdlib.errors import HDError
+from hdlib.specbench import Question, load_questions, per_task
+from hdlib.tiers import Tier
+from hdlib.trace import TIER_COLORS
+
+METHODS = ["hf", "hf-pld", "hd:C"]
+METRIC_KEYS = {"speedup", "mat", "tokens_per_s", "draft_ms", "overhead_frac", "identical_frac", "tier_share"}
+TOP_KEYS = {"model", "device", "temperature", "max_new_tokens", "questions", "methods"}
+ROWS = [
+    {"question_id": 11, "category": "writing", "turns": ["hello world how are you", "how are you world"]},
+    {"question_id": 12, "category": "rag", "turns": ["you are hello hello world world"]},
+    {"question_id": 13, "category": "translation", "turns": ["world world how how are"]},
+    {"question_id": 14, "category": "rag", "turns": ["hello how hello how hello how"]},
+]
+
+
+def write_questions(path, rows=ROWS):
+    path.write_text("\n".join(r if isinstance(r, str) else json.dumps(r) for r in rows) + "\n")
+    return path
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory):
+    return save_tiny(tmp_path_factory.mktemp("tiny") / "m")
+
+
+@pytest.fixture(scope="module")
+def lm(folder):
+    return hdlib.models.load_model(str(folder))
+
+
+@pytest.fixture(scope="module")
+def results(lm, tmp_path_factory):
+    questions = load_questions(write_questions(tmp_path_factory.mktemp("q") / "q.jsonl"))
+    return run_benchmark(lm, per_task(questions, None), METHODS, max_new_tokens=12)
+
+
+@pytest.fixture
+def no_model_load(monkeypatch):
+    def refuse(*args, **kwargs):
+        raise AssertionError("the model was loaded before the input was checked")
+
+    monkeypatch.setattr(hdlib.models, "load_model", refuse)
+
+
+def test_method_names():
+    assert Method.parse("hf").transformers and Method.parse("hf").prompt_lookup is None
+    assert Method.parse("hf-pld").prompt_lookup == 10
+    assert Method.parse("hd:SC").tiers == (Tier.STATISTICS, Tier.CONTEXT)
+    names = [m.name for m in parse_methods(f"hd:C,{ALL_ORDERS},hf")]
+    assert names[0] == "ar" and names[1] == "hd:C" and names[-1] == "hf"
+    orders = [n for n in names if n.startswith("hd:")]
+    assert len(orders) == 15 and len(set(orders)) == 15
+    assert {len(n) - 3 for n in orders} == {1, 2, 3} and "hd:SMC" in orders and "hd:MS" in orders
+    for bad, message in [
+        ("pld", "unknown method"),
+        ("hd:CX", "unknown tier 'X'"),
+        ("hf:C", "unknown method"),
+        ("hd:CC", "once"),
+    ]:
+        with pytest.raises(HDError, match=message):
+            parse_methods(["hf", bad])
+
+
+def test_bad_lines_are_reported_with_their_number_and_skipped(tmp_path):
+    rows = [
+        ROWS[0],
+        "{not json",
+        json.dumps({"question_id": "12", "category": "qa", "turns": ["x"]}),
+        json.dumps({"question_id": 11, "category": "qa", "turns": ["again"]}),
+        json.dumps({"question_id": 15, "category": "qa", "turns": "not a list"}),
+        json.dumps({"question_id": 16, "category": "qa", "turns": ["  "]}),
+        ROWS[1],
+    ]
+    path = write_questions(tmp_path / "q.jsonl", rows)
+    reported: list[str] = []
+    questions = load_questions(path, on_bad_line=reported.append)
+    assert [q.question_id for q in questions] == [11, 12]
+    assert [m.split(", line ")[1].split(":")[0] for m in reported] == ["2", "3", "4", "5", "6"]
+    assert "repeats line 1" in reported[2] and "empty turn" in reported[4]
+    with pytest.raises(HDError, match="line 2"):
+        load_questions(path)  # without a reporter the first bad line stops the reading
+    with pytest.raises(HDError, match="no valid question"):
+        load_questions(write_questions(tmp_path / "bad.jsonl", rows[1:3]), on_bad_line=reported.append)
+
+
+def test_results_have_the_specified_schema(results):
+    assert set(results) == TOP_KEYS
+    assert results["questions"] == 4 and results["temperature"] == 0.0 and results["max_new_tokens"] == 12
+    assert list(results["methods"]) == ["ar", *METHODS]
+    for per in results["methods"].values():
+        assert set(per) == {"overall", "tasks"}
+        assert list(per["tasks"]) == ["mt_bench", "translation", "rag"]  # Spec-Bench's task order
+        for metrics in [per["overall"], *per["tasks"].values()]:
+            assert set(metrics) == METRIC_KEYS
+            assert all(isinstance(metrics[k], float) for k in METRIC_KEYS - {"tier_share"})
+    json.dumps(results, allow_nan=False)
+
+
+def test_lossless_methods_reproduce_ar_and_plain_methods_take_one_token_per_step(results):
+    methods = results["methods"]
+    for name in ["ar", *METHODS]:
+        assert methods[name]["overall"]["identical_frac"] == 1.0, name
+    assert methods["ar"]["overall"]["speedup"] == 1.0
+    assert methods["ar"]["overall"]["mat"] == 1.0 and methods["hf"]["overall"]["mat"] == 1.0
+    assert methods["hf-pld"]["overall"]["mat"] >= 1.0 and methods["hd:C"]["overall"]["mat"] >= 1.0
+    assert methods["ar"]["overall"]["tier_share"] == {"target": 1.0}
+    assert methods["hf"]["overall"]["tier_share"] == {} and methods["hf"]["overall"]["draft_ms"] == 0.0
+    assert sum(methods["hd:C"]["overall"]["tier_share"].values()) == pytest.approx(1.0)
+    assert 0.0 < methods["hf"]["overall"]["overhead_frac"] < 1.0
+
+
+def test_metrics_follow_spec_bench():
+    def turn(tokens, steps, wall, digest="a", tiers=None):
+        return Turn(tokens, steps, wall, 0.001, 0.5 * wall, wall, tiers or {"target": tokens}, digest)
+
+    base, fast = Tally(), Tally()
+    base.add([turn(10, 10, 1.0)], [turn(10, 10, 1.0)])  # 10 tokens/s
+    base.add([turn(30, 30, 1.0)], [turn(30, 30, 1.0)])  # 30 tokens/s
+    fast.add([turn(10, 4, 0.5, tiers={"context": 6, "target": 4})], [turn(10, 10, 1.0)])  # 20 tokens/s
+    fast.add([turn(30, 10, 1.0, digest="b", tiers={"target": 30})], [turn(30, 30, 1.0)])  # 30 tokens/s, different
+    m = fast.metrics(base)
+    assert m["speedup"] == pytest.approx(25 / 20)  # mean of per-question throughputs, then the ratio
+    assert m["mat"] == pytest.approx(40 / 14)  # over all steps
+    assert m["identical_frac"] == 0.5
+    assert m["tier_share"] == pytest.approx({"context": 6 / 40, "target": 34 / 40})
+    assert m["draft_ms"] == pytest.approx(1e3 * 0.002 / 14) and m["overhead_frac"] == pytest.approx(0.5)
+
+
+def test_sampled_runs_are_seeded(lm):
+    questions = [Question(1, "qa", ("hello world how",))]
+    seen: list[dict[str, list[str]]] = []
+
+    def keep(question, answered):
+        seen.append({name: [t.digest for t in turns] for name, turns in answered.runs.items()})
+
+    for _ in range(2):
+        r = run_benchmark(lm, questions, ["hf", "hd:C"], max_new_tokens=8, on_question=keep, temperature=1.5)
+        assert r["temperature"] == 1.5 and r["methods"]["hf"]["overall"]["mat"] == 1.0
+    assert seen[0] == seen[1]  # the same seeds give the same samples, method by method
+
+
+def test_fairness_line():
+    def results(hf_speedup):
+        return {"methods": {"ar": {"overall": {"speedup": 1.0}}, "hf": {"overall": {"speedup": hf_speedup}}}}
+
+    assert fairness_line(results(0.8)) == "ar vs hf: ar is 25.0 % faster than hf overall"
+    assert "slower" in fairness_line(results(1.02)) and "WARNING" not in fairness_line(results(1.02))
+    assert "WARNING" in fairness_line(results(1.10))
+    assert "not measured" in fairness_line({"methods": {"ar": {"overall": {"speedup": 1.0}}}})
+
+
+def test_figures(results):
+    from hdlib.viz.bench import order_ablation_figure, order_methods, report_figures
+
+    figures = report_figures(results)
+    assert set(figures) == {"speedup", "mat", "tier_share", "order_ablation"}  # hd:C is an order
+    speedup = figures["speedup"]
+    assert [t.name for t in speedup.data] == METHODS  # ar is the dashed line at 1
+    assert list(speedup.data[0].x) == ["mt_bench", "translation", "rag", "overall"]
+    shares = {t.name: t for t in figures["tier_share"].data}
+    assert shares["context"].marker.color == TIER_COLORS[Tier.CONTEXT]
+    assert list(shares["target"].x) == ["ar", "hd:C"]  # transformers' methods have no tiers
+
+    synthetic = {
+        "methods": {
+            n: {"overall": {"speedup": s, "mat": 1.5}}
+            for n, s in [("ar", 1.0), ("hd:M", 1.2), ("hd:CM", 1.6), ("hf", 1.0), ("hd:SC", 1.4)]
+        }
+    }
+    assert order_methods(synthetic) == ["hd:CM", "hd:SC", "hd:M"]
+    bars = order_ablation_figure(synthetic).data[0]
+    assert list(bars.y) == ["hd:M", "hd:SC", "hd:CM"]  # drawn bottom up: the fastest on top
+    assert bars.marker.color[0] == TIER_COLORS[Tier.MODEL] and bars.marker.color[1] == TIER_COLORS[Tier.STATISTICS]
+
+
+def bench_argv(folder, questions, out, *extra):
+    return ["bench", "--questions", str(questions), "--model", str(folder), "--methods", ",".join(METHODS),
+            "--max-new-tokens", "8", "--out", str(out), *extra]  # fmt: skip
+
+
+def structure(results):
+    """The results without the measured numbers: keys, tasks, settings, identity."""
+    return {
+        "top": {k: v for k, v in results.items() if k != "methods"},
+        "methods": {
+            name: {
+                "metrics": sorted(m["overall"]),
+                "tasks": list(m["tasks"]),
+                "identical": m["overall"]["identical_frac"],
+            }
+            for name, m in results["methods"].items()
+        },
+    }
+
+
+def test_cli_writes_json_and_an_offline_html_report(capsys, folder, tmp_path):
+    questions = write_questions(tmp_path / "q.jsonl")
+    out, report = tmp_path / "r.json", tmp_path / "r.html"
+    assert main(bench_argv(folder, questions, out, "--html", str(report))) == 0
+    printed = capsys.readouterr().out
+    assert "ar vs hf: ar is" in printed and "hd:C" in printed and "identical_frac" in printed
+    results = json.loads(out.read_text())
+    assert set(results) == TOP_KEYS and results["questions"] == 4 and results["model"] == str(folder)
+    assert list(results["methods"]) == ["ar", *METHODS]
+    page = report.read_text()
+    assert "Speedup against plain decoding" in page and "Mean accepted tokens" in page
+    assert "Where the emitted tokens came from" in page and "Tier order ablation" in page
+    assert page.count("plotly.js v") == 1 and "<script src=" not in page  # inlined once: works offline
+    assert 1e6 < len(page) < 10e6
+    raw = raw_path(out).read_text().splitlines()
+    assert len(raw) == 5 and "settings" in json.loads(raw[0])
+
+
+def test_an_interrupted_run_resumes_where_it_stopped(capsys, folder, tmp_path, monkeypatch):
+    questions = write_questions(tmp_path / "q.jsonl")
+    whole, part = tmp_path / "whole.json", tmp_path / "part.json"
+    assert main(bench_argv(folder, questions, whole)) == 0
+
+    append = ResultsLog.append
+
+    def interrupt_after_first(self, answered):
+        append(self, answered)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(ResultsLog, "append", interrupt_after_first)
+    capsys.readouterr()
+    assert main(bench_argv(folder, questions, part)) == 130
+    err = capsys.readouterr().err
+    assert "1 of 4 questions done" in err and "--resume" in err
+    assert not part.exists()
+    first = raw_path(part).read_text().splitlines()
+    assert len(first) == 2
+
+    monkeypatch.setattr(ResultsLog, "append", append)
+    assert main(bench_argv(folder, questions, part)) == 2  # no silent overwrite of a started run
+    assert "pass --resume" in capsys.readouterr().err
+    assert main(bench_argv(folder, questions, part, "--resume")) == 0
+    lines = raw_path(part).read_text().splitlines()
+    assert lines[:2] == first  # the answered question was kept, not answered again
+    assert sorted(json.loads(line)["question_id"] for line in lines[1:]) == [11, 12, 13, 14]
+    assert structure(json.loads(part.read_text())) == structure(json.loads(whole.read_text()))
+
+
+def test_resume_refuses_other_settings_and_drops_a_cut_line(tmp_path):
+    questions = [Question(1, "qa", ("a",)), Question(2, "qa", ("b",))]
+    settings = run_settings("m", "cpu", 0.0, 8, ["ar", "hf"], questions)
+    turn = Turn(3, 3, 0.1, 0.0, 0.01, 0.1, {"target": 3}, "abc")
+    path = tmp_path / "r.raw.jsonl"
+    log = ResultsLog(path, settings, resume=False)
+    log.append(Answered(1, "qa", {"ar": [turn], "hf": [turn]}))
+    with path.open("a") as f:
+        f.write('{"question_id": 2, "task": "qa", "ru')  # a write cut short
+    resumed = ResultsLog(path, settings, resume=True)
+    assert [a.question_id for a in resumed.done] == [1] and resumed.done[0].runs["hf"] == [turn]
+    resumed.append(Answered(2, "qa", {"ar": [turn], "hf": [turn]}))
+    assert [a.question_id for a in ResultsLog(path, settings, resume=True).done] == [1, 2]
+
+    other = run_settings("m", "cpu", 0.0, 16, ["ar", "hf"], questions)
+    with pytest.raises(HDError, match="other settings.*max_new_tokens: 8 there, 16 now"):
+        ResultsLog(path, other, resume=True)
+    changed = run_settings("m", "cpu", 0.0, 8, ["ar", "hf"], [Question(1, "qa", ("a!",)), questions[1]])
+    with pytest.raises(HDError, match="questions_digest"):
+        ResultsLog(path, changed, resume=True)
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (["--methods", "hf,pld"], "unknown method 'pld'"),
+        (["--methods", "hd:CQ"], "unknown tier 'Q'"),
+        (["--per-task", "0"], "must be at least 1"),
+        (["--max-new-tokens", "0"], "must be at least 1"),
+        (["--temperature", "-1"], "temperature must be a finite number >= 0"),
+        (["--out", "/no/such/folder/r.json"], "does not exist"),
+    ],
+)
+def test_cli_refuses_bad_arguments_before_loading_the_model(capsys, tmp_path, no_model_load, extra, message):
+    questions = write_questions(tmp_path / "q.jsonl")
+    argv = ["bench", "--questions", str(questions), "--out", str(tmp_path / "r.json"), *extra]
+    assert main(argv) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.strip().splitlines()[-1].startswith("hdlib: error: ") and message in err, err
+
+
+def test_cli_refuses_bad_questions_before_loading_the_model(capsys, tmp_path, no_model_load):
+    cases = [
+        (tmp_path / "missing.jsonl", "cannot read questions file"),
+        (write_questions(tmp_path / "bad.jsonl", ["{not json", "[1, 2]"]), "holds no valid question"),
+        (
+            write_questions(tmp_path / "task.jsonl", [{"question_id": 1, "category": "poetry", "turns": ["x"]}]),
+            "unknown task",
+        ),
+    ]
+    errors = []
+    for path, message in cases:
+        assert main(["bench", "--questions", str(path), "--out", str(tmp_path / "r.json")]) == 2
+        out, err = capsys.readouterr()
+        assert out == "" and err.strip().splitlines()[-1].startswith("hdlib: error: ") and message in err, err
+        errors.append(err.splitlines())
+    assert [line.split(", line ")[1][0] for line in errors[1][:2]] == ["1", "2"]  # each skipped line reported
