@@ -86,6 +86,8 @@ def build_parser() -> argparse.ArgumentParser:
     model_build.add_argument("--max-new-tokens", type=_positive, default=256, help="answer length (default 256)")
     model_build.add_argument("--batch-size", type=_positive, default=8)
     model_build.add_argument("--shard-size", type=_positive, default=64, help="answers per resumable shard")
+    model_build.add_argument("--max-prompt-tokens", type=_positive, default=512, help="longer prompts are cut (default 512)")
+    model_build.add_argument("--work-dir", type=Path, default=None, help="where the answer shards go (default: the cache)")
 
     db = sub.add_parser("db", help="inspect a database file")
     db_sub = db.add_subparsers(dest="db_command", required=True, parser_class=_Parser)
@@ -229,12 +231,19 @@ def cmd_build_db(args: argparse.Namespace) -> int:
             max_new_tokens=args.max_new_tokens,
             batch_size=args.batch_size,
             shard_size=args.shard_size,
+            work_dir=args.work_dir,
+            max_prompt_tokens=args.max_prompt_tokens,
+            command=" ".join(["hdlib", *args.argv]),
         )
     else:
         from hdlib.tiers.statistics import build_statistics_db, default_statistics_path
 
         path = build_statistics_db(lm, args.out or default_statistics_path(lm), source=source, limit=args.limit)
-    print(f"wrote {path}")
+    from hdlib.store import read_meta
+
+    meta = read_meta(path)
+    counts = ", ".join(f"{k} {v:,}" for k, v in meta.get("counts", {}).items() if isinstance(v, int))
+    print(f"wrote {path} ({path.stat().st_size / 1e6:.1f} MB): {counts}")
     return 0
 
 
@@ -315,7 +324,9 @@ def _write_json(path: Path, data: object) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     try:
+        argv = list(sys.argv[1:] if argv is None else argv)
         args = build_parser().parse_args(argv)
+        args.argv = argv  # how the command was asked for, for database metadata
         commands = {
             "generate": cmd_generate,
             "warmup": cmd_warmup,

@@ -16,10 +16,8 @@ held-out split is reserved for evaluation and never used here), in file order.
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
-import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -35,7 +33,7 @@ from transformers import GenerationConfig
 import hdlib
 from hdlib import sharegpt
 from hdlib.errors import HDError
-from hdlib.models import DEFAULT_MODEL, LoadedModel, cache_dir, load_model
+from hdlib.models import DEFAULT_MODEL, LoadedModel, cache_dir
 from hdlib.store import read_db, write_db
 from hdlib.tiers.base import Tier
 
@@ -386,48 +384,3 @@ def _call_text(lm: LoadedModel, prompts: object, limit: object, *settings: int) 
     source = "ShareGPT train" if prompts is None else str(prompts) if isinstance(prompts, (str, Path)) else "a list"
     listed = ", ".join(f"{k}={v}" for k, v in zip(names, settings, strict=True))
     return f"build_model_db(load_model({lm.name!r}), prompts={source!r}, limit={limit}, {listed})"
-
-
-# --- command line (the lead's `hdlib build-db model` calls build_model_db the same way) -------------
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m hdlib.modeldb", description=__doc__.splitlines()[0])
-    parser.add_argument("--model", default=DEFAULT_MODEL)
-    parser.add_argument("--out", help="default: the shipped file for a packaged model, else the cache")
-    parser.add_argument("--prompts", help="a JSONL or text file; default: ShareGPT's train split")
-    parser.add_argument("--limit", type=int, help="answer only the first LIMIT prompts")
-    parser.add_argument("--n", type=int, default=DEFAULT_N)
-    parser.add_argument("--top-k", type=int, default=DEFAULT_TOP_K)
-    parser.add_argument("--max-new-tokens", type=int, default=256)
-    parser.add_argument("--batch-size", type=int, default=8)
-    parser.add_argument("--shard-size", type=int, default=64)
-    parser.add_argument("--work-dir")
-    parser.add_argument("--device")
-    args = parser.parse_args(argv)
-    command = " ".join(["python -m hdlib.modeldb", *(sys.argv[1:] if argv is None else argv)])
-    try:
-        lm = load_model(args.model, device=args.device)
-        path = build_model_db(
-            lm,
-            args.out,
-            args.prompts,
-            args.limit,
-            args.n,
-            args.top_k,
-            args.max_new_tokens,
-            args.batch_size,
-            args.shard_size,
-            args.work_dir,
-            command=command,
-        )
-    except HDError as error:
-        print(f"hdlib: {error}", file=sys.stderr)
-        return 2
-    meta = read_db(path)[0]
-    print(f"{path} ({path.stat().st_size / 1e6:.1f} MB): {json.dumps(meta['counts'])}; {json.dumps(meta['build'])}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
