@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -299,9 +300,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
         results = run_benchmark(lm, questions, methods, args.max_new_tokens, on_question, args.temperature, log.done)
     except KeyboardInterrupt:
         bar.close()
+        again = shlex.join(["hdlib", *args.argv, *([] if args.resume else ["--resume"])])
         print(
             f"hdlib: interrupted: {len(log.done)} of {len(questions)} questions done, kept in {log.path}; "
-            "run the same command with --resume to continue",
+            f"continue with: {again}",
             file=sys.stderr,
         )
         return 130
