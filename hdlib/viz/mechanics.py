@@ -1,0 +1,209 @@
+"""The machinery of one step drawn as heatmaps: tree attention mask, position ids, cache compaction.
+
+Each figure is computed by the engine's own functions (`tree_buffers`, `tree_attention_mask`,
+`compact_cache`) on the CPU, not re-implemented here, so the picture is what the model is given.
+A step's cache holds `past_len = step.context_len - 1` tokens (all but the tree's root); the
+figures show only its last `past_shown` entries, as the context every node may see.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Sequence
+from types import SimpleNamespace
+
+import plotly.graph_objects as go
+import torch
+
+from hdlib.trace import TIER_COLORS, Step
+from hdlib.tree import DraftTree, TreeBuffers, tree_buffers
+from hdlib.verifier import compact_cache, tree_attention_mask
+from hdlib.viz.trace import ROOT_COLOR, TokenLabel, bracket_label, show, tier_name
+
+HIDDEN, VISIBLE = "#F2F2F2", "#3B6FB6"
+
+
+def _tree_and_past(step: Step | DraftTree, past_len: int | None) -> tuple[DraftTree, int]:
+    if isinstance(step, Step):
+        return step.tree, step.context_len - 1 if past_len is None else past_len
+    return step, past_len or 0
+
+
+def _node_labels(tree: DraftTree, label: TokenLabel) -> list[str]:
+    """Tick labels: node number and token text, coloured by tier (plotly ticks take <span> colours)."""
+    out = []
+    for i, token in enumerate(tree.tokens):
+        color = ROOT_COLOR if tree.tiers[i] is None else TIER_COLORS[tree.tiers[i]]
+        out.append(f'<span style="color:{color}">{i} {show(label(token))}</span>')
+    return out
+
+
+def step_buffers(step: Step | DraftTree, past_len: int | None = None) -> TreeBuffers:
+    """The tree buffers the verifier built for this step (on the CPU)."""
+    tree, past = _tree_and_past(step, past_len)
+    return tree_buffers(tree, past, "cpu")
+
+
+def attention_mask_figure(
+    step: Step | DraftTree, past_len: int | None = None, past_shown: int = 4, label: TokenLabel | None = None
+) -> go.Figure:
+    """Rows: the tree's nodes (queries). Columns: the last `past_shown` cached tokens, then the nodes
+    (keys). 1 where the node may attend, from `tree_attention_mask`: the whole cache and its own
+    ancestors. z has shape (N, min(past_shown, past_len) + N)."""
+    tree, past = _tree_and_past(step, past_len)
+    label = label or bracket_label
+    buffers = tree_buffers(tree, past, "cpu")
+    visible = (tree_attention_mask(buffers, past, torch.float32)[0, 0] == 0).to(torch.int64)  # (N, past + N)
+    shown = min(past_shown, past)
+    z = visible[:, past - shown :].tolist()
+    nodes = _node_labels(tree, label)
+    columns = [f"past {p}" for p in range(past - shown, past)] + nodes
+    hover = [
+        [
+            f"query: node {i} (position {int(buffers.position_ids[i])})<br>key: "
+            + (f"cached token at position {past - shown + j}" if j < shown else f"node {j - shown}")
+            + f"<br>{'visible' if z[i][j] else 'masked'}"
+            for j in range(len(columns))
+        ]
+        for i in range(len(tree))
+    ]
+    fig = go.Figure(
+        go.Heatmap(
+            z=z,
+            x=list(range(len(columns))),
+            y=list(range(len(tree))),
+            zmin=0,
+            zmax=1,
+            colorscale=[[0, HIDDEN], [1, VISIBLE]],
+            showscale=False,
+            xgap=1,
+            ygap=1,
+            hovertext=hover,
+            hoverinfo="text",
+        )
+    )
+    fig.add_vline(x=shown - 0.5, line={"color": "#333333", "width": 2})
+    fig.update_layout(
+        title=f"tree attention mask: {len(tree)} nodes over {past} cached tokens (last {shown} shown)",
+        xaxis={"title": "key", "tickvals": list(range(len(columns))), "ticktext": columns, "tickangle": -60},
+        yaxis={
+            "title": "query (tree node)",
+            "tickvals": list(range(len(tree))),
+            "ticktext": nodes,
+            "autorange": "reversed",
+        },
+        height=max(300, 22 * len(tree) + 200),
+        margin={"l": 10, "r": 10, "t": 50, "b": 10},
+        plot_bgcolor="white",
+    )
+    return fig
+
+
+def position_ids_figure(
+    step: Step | DraftTree, past_len: int | None = None, label: TokenLabel | None = None
+) -> go.Figure:
+    """Rows: depth in the tree and position id (`past_len + depth`) of every node: siblings share a
+    position, as each would sit at that place in the text. z has shape (2, N)."""
+    tree, past = _tree_and_past(step, past_len)
+    buffers = tree_buffers(tree, past, "cpu")
+    positions = buffers.position_ids.tolist()
+    depths = [p - past for p in positions]
+    nodes = _node_labels(tree, label or bracket_label)
+    fig = go.Figure(
+        go.Heatmap(
+            z=[depths, depths],
+            text=[[str(d) for d in depths], [str(p) for p in positions]],
+            texttemplate="%{text}",
+            x=list(range(len(tree))),
+            y=["depth", "position id"],
+            colorscale="Blues",
+            showscale=False,
+            xgap=1,
+            ygap=1,
+            customdata=[positions, positions],
+            hovertemplate="node %{x}<br>position id %{customdata}<extra></extra>",
+        )
+    )
+    fig.update_layout(
+        title=f"position ids: {past} cached tokens + depth",
+        xaxis={"title": "tree node", "tickvals": list(range(len(tree))), "ticktext": nodes, "tickangle": -60},
+        height=260,
+        margin={"l": 10, "r": 10, "t": 50, "b": 10},
+    )
+    return fig
+
+
+def compaction(past_len: int, n_nodes: int, keep: Sequence[int]) -> list[int]:
+    """Which slot of the cache before compaction each slot after it holds, found by running
+    `compact_cache` on a cache whose entries are their own slot numbers."""
+    slots = torch.arange(past_len + n_nodes, dtype=torch.float32).view(1, 1, -1, 1)  # (B, H, T, D)
+    layer = SimpleNamespace(keys=slots.clone(), values=slots.clone())
+    compact_cache(SimpleNamespace(layers=[layer]), past_len, list(keep))  # type: ignore[arg-type]
+    return [int(v) for v in layer.keys.view(-1).tolist()]
+
+
+def cache_compaction_figure(step: Step, past_shown: int = 4, label: TokenLabel | None = None) -> go.Figure:
+    """The KV cache after the forward pass (cached past, then every tree node) and after compaction
+    (past, then only the accepted path, moved down). Cells: 1 kept, 0 dropped; after compaction the
+    slots past the end are empty (None). z has shape (2, min(past_shown, past_len) + N)."""
+    tree, past = step.tree, step.context_len - 1
+    label = label or bracket_label
+    shown = min(past_shown, past)
+    n = len(tree)
+    after = compaction(past, n, step.accepted_nodes)  # slot -> slot it came from
+    kept = set(after[past:])
+    width = shown + n
+    before_row = [1] * shown + [int(past + i in kept) for i in range(n)]
+    after_row: list[int | None] = [1] * (shown + len(after) - past) + [None] * (width - shown - (len(after) - past))
+
+    def describe(slot: int) -> str:
+        if slot < past:
+            return f"cached token at position {slot}"
+        node = slot - past
+        tier = tier_name(tree.tiers[node])
+        return f"node {node}: token {tree.tokens[node]} {html.escape(repr(label(tree.tokens[node])))} ({tier})"
+
+    def text(slot: int) -> str:
+        return "past" if slot < past else show(label(tree.tokens[slot - past]))
+
+    before_slots = list(range(past - shown, past + n))
+    after_slots = after[past - shown :]
+    fig = go.Figure(
+        go.Heatmap(
+            z=[before_row, after_row],
+            x=list(range(width)),
+            y=["after the forward pass", "after compaction"],
+            text=[[text(s) for s in before_slots], [text(s) for s in after_slots] + [""] * (width - len(after_slots))],
+            texttemplate="%{text}",
+            hovertext=[
+                [f"slot {past - shown + j}: {describe(s)}" for j, s in enumerate(before_slots)],
+                [f"slot {past - shown + j}: {describe(s)}" for j, s in enumerate(after_slots)]
+                + ["empty"] * (width - len(after_slots)),
+            ],
+            hoverinfo="text",
+            zmin=0,
+            zmax=1,
+            colorscale=[[0, "#E8B4B4"], [1, "#9ED3B8"]],
+            showscale=False,
+            xgap=2,
+            ygap=6,
+        )
+    )
+    fig.add_vline(x=shown - 0.5, line={"color": "#333333", "width": 2})
+    fig.update_layout(
+        title=(
+            f"cache compaction: {n} tree entries appended, {len(kept)} kept "
+            f"(the accepted path {list(step.accepted_nodes)}); red: dropped"
+        ),
+        xaxis={
+            "title": "cache slot",
+            "tickvals": list(range(width)),
+            "ticktext": [str(past - shown + j) for j in range(width)],
+            "tickangle": -60,
+        },
+        yaxis={"autorange": "reversed"},
+        height=260,
+        margin={"l": 10, "r": 10, "t": 50, "b": 10},
+    )
+    fig.update_traces(textfont={"color": "#222222"})
+    return fig
