@@ -1,0 +1,57 @@
+"""Figures and widgets for notebooks: pure functions from traces to plotly figures, and thin GUIs.
+
+from hdlib import viz
+viz.token_figure(gen)                  # the answer, each token coloured by its tier
+viz.draft_tree_figure(gen.steps[3])    # the drafts of one step, the accepted path ringed
+viz.StepThrough(lm)                    # the whole step-through GUI
+"""
+
+from hdlib.viz.lookup import TierDraft, drafter_tree, tier_drafts, tier_drafts_table
+from hdlib.viz.mechanics import (
+    attention_mask_figure,
+    cache_compaction_figure,
+    compaction,
+    position_ids_figure,
+    step_buffers,
+)
+from hdlib.viz.trace import (
+    TIERS,
+    answer_pieces,
+    compare_figure,
+    draft_tree_figure,
+    sync_figure,
+    tier_steps_figure,
+    token_figure,
+    token_labeller,
+    token_layout,
+    tree_layout,
+)
+from hdlib.viz.widgets import Settings, StepMechanics, StepThrough, TraceCache, prompt_choices, summary_html
+
+__all__ = [
+    "TIERS",
+    "Settings",
+    "StepMechanics",
+    "StepThrough",
+    "TierDraft",
+    "TraceCache",
+    "answer_pieces",
+    "attention_mask_figure",
+    "cache_compaction_figure",
+    "compaction",
+    "compare_figure",
+    "draft_tree_figure",
+    "drafter_tree",
+    "position_ids_figure",
+    "prompt_choices",
+    "step_buffers",
+    "summary_html",
+    "sync_figure",
+    "tier_drafts",
+    "tier_drafts_table",
+    "tier_steps_figure",
+    "token_figure",
+    "token_labeller",
+    "token_layout",
+    "tree_layout",
+]

@@ -1,0 +1,325 @@
+"""Widgets over the figures: a generation replayed step by step, and the machinery of one step.
+
+The logic is in small plain classes (`Settings`, `TraceCache`) that tests drive without a browser;
+the GUI classes only wire widgets to them with `observe`. Figures are `FigureWidget`s built once
+and refreshed in place (`sync_figure`, one `batch_update` each), and nothing is generated twice:
+moving the step slider only redraws, and returning to earlier settings is a dictionary lookup.
+
+    view = StepThrough(lm)                       # in a notebook cell: the whole GUI
+    view.tier_boxes[Tier.MODEL].value = False    # what a click does; the figures follow
+"""
+
+from __future__ import annotations
+
+import html
+import time
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from itertools import permutations
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import ipywidgets as widgets
+import plotly.graph_objects as go
+
+from hdlib.decoding import generate
+from hdlib.errors import HDError
+from hdlib.specbench import load_questions
+from hdlib.tiers import DEFAULT_TIERS, DraftTier, Tier, make_tier
+from hdlib.trace import TIER_COLORS, Generation
+from hdlib.viz.mechanics import attention_mask_figure, cache_compaction_figure, position_ids_figure
+from hdlib.viz.trace import (
+    TokenLabel,
+    draft_tree_figure,
+    step_marker,
+    sync_figure,
+    tier_name,
+    tier_steps_figure,
+    token_figure,
+    token_labeller,
+)
+
+if TYPE_CHECKING:
+    from hdlib.models import LoadedModel
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything a generation of the step-through depends on: the key of its cache."""
+
+    prompt: str
+    tiers: tuple[Tier, ...] = DEFAULT_TIERS  # the enabled tiers, in the order they are asked
+    temperature: float = 0.0
+    seed: int | None = None  # sampling only
+    max_new_tokens: int = 64
+
+    def __post_init__(self) -> None:
+        if not self.prompt.strip():
+            raise HDError("the prompt is empty: choose one or type one")
+        object.__setattr__(self, "tiers", tuple(self.tiers))
+        if self.temperature == 0:  # greedy ignores the seed: one cache entry for every seed
+            object.__setattr__(self, "seed", None)
+
+
+GenerateFn = Callable[[Settings], Generation]
+TierFactory = Callable[[Tier], DraftTier]
+
+
+class TraceCache:
+    """Generations by settings, each made once by `generate`; `calls` counts the ones made."""
+
+    def __init__(self, generate: GenerateFn) -> None:
+        self.generate = generate
+        self.traces: dict[Settings, Generation] = {}
+        self.calls = 0
+        self.last_s = 0.0  # seconds the last new generation took
+
+    def __contains__(self, settings: Settings) -> bool:
+        return settings in self.traces
+
+    def get(self, settings: Settings) -> Generation:
+        if settings not in self.traces:
+            self.calls += 1
+            start = time.perf_counter()
+            self.traces[settings] = self.generate(settings)
+            self.last_s = time.perf_counter() - start
+        return self.traces[settings]
+
+
+def prompt_choices(path: str | Path | None = None) -> dict[str, str]:
+    """Label -> prompt text for the project's prompt set (default data/prompts/prompts.jsonl)."""
+    if path is None:
+        from hdlib.modeldb import data_dir
+
+        path = data_dir() / "prompts" / "prompts.jsonl"
+    choices = {}
+    for q in load_questions(path):
+        text = q.turns[0]
+        short = text if len(text) <= 50 else text[:49] + "\u2026"
+        choices[f"{q.question_id} {q.category}: {short}"] = text
+    return choices
+
+
+def summary_html(gen: Generation, note: str = "") -> str:
+    """One line: tokens, steps, MAT, tokens per tier in their colours, why it stopped."""
+    counts = gen.tier_counts
+    tiers = " ".join(
+        f'<span style="color:{TIER_COLORS[t]}">&#9632; {tier_name(t)} {counts.get(t, 0)}</span>'
+        for t in [*gen.tier_order, Tier.TARGET]
+    )
+    sampled = f", temperature {gen.temperature}, seed {gen.seed}" if gen.temperature > 0 else ""
+    return (
+        f"<b>{len(gen.tokens)} tokens in {len(gen.steps)} steps, MAT {gen.mat:.2f}</b>{sampled}; "
+        f"{html.escape(gen.stop_message)}<br>{tiers}{'<br>' + note if note else ''}"
+    )
+
+
+class StepThrough:
+    """One generation replayed step by step, with the settings that made it as widgets.
+
+    `generate` (Settings -> Generation) defaults to `hdlib.generate` on `lm` with tiers from
+    `tier_factory` (default: `make_tier(tier, lm)`) and a fixed draft `budget`; tests inject a tiny
+    model or test tiers through either. `prompts` maps labels to prompt texts (default: the project's
+    prompt set); the text box holds the prompt actually used and can be typed into.
+    """
+
+    def __init__(
+        self,
+        lm: LoadedModel | None = None,
+        prompts: Mapping[str, str] | Sequence[str] | None = None,
+        *,
+        generate: GenerateFn | None = None,
+        tier_factory: TierFactory | None = None,
+        label: TokenLabel | None = None,
+        tiers: Sequence[Tier | str] = DEFAULT_TIERS,
+        temperature: float = 0.0,
+        seed: int = 0,
+        max_new_tokens: int = 64,
+        budget: int | None = 8,
+        width: int = 80,
+    ) -> None:
+        if generate is None and lm is None:
+            raise HDError("StepThrough needs a model (lm) or a generate function")
+        self.lm = lm
+        self.budget = budget
+        self.max_new_tokens = max_new_tokens
+        self.width = width
+        self.tier_factory = tier_factory or (lambda tier: make_tier(tier, lm))
+        self.label = label or (token_labeller(lm) if lm is not None else None)
+        self.cache = TraceCache(generate or self._generate)
+        self.error: str | None = None  # why the last settings gave no generation
+        self._gen: Generation | None = None
+        self._quiet = False
+
+        if prompts is None:
+            prompts = prompt_choices()
+        choices = dict(prompts) if isinstance(prompts, Mapping) else {p: p for p in prompts}
+        if not choices:
+            raise HDError("StepThrough needs at least one prompt")
+        enabled = [Tier.parse(t) for t in tiers]
+        order = tuple(enabled + [t for t in DEFAULT_TIERS if t not in enabled])
+
+        self.prompt_choice = widgets.Dropdown(
+            options=list(choices.items()), description="prompt", layout={"width": "95%"}
+        )
+        self.prompt_text = widgets.Textarea(
+            value=self.prompt_choice.value, continuous_update=False, layout={"width": "95%", "height": "4em"}
+        )
+        self.tier_boxes = {
+            t: widgets.Checkbox(value=t in enabled, description=t.value, indent=False, layout={"width": "110px"})
+            for t in DEFAULT_TIERS
+        }
+        self.order = widgets.Dropdown(
+            options=[(" \u2192 ".join(t.value for t in p), p) for p in permutations(DEFAULT_TIERS)],
+            value=order,
+            description="order",
+        )
+        self.temperature = widgets.FloatSlider(
+            value=temperature, min=0.0, max=1.5, step=0.05, description="temperature", continuous_update=False
+        )
+        self.seed = widgets.BoundedIntText(value=seed, min=0, max=2**31 - 1, description="seed")
+        self.status = widgets.HTML()
+        self.step = widgets.IntSlider(value=0, min=0, max=0, description="step", continuous_update=False)
+        self.play = widgets.Play(value=0, min=0, max=0, interval=800, description="play")
+        widgets.link((self.play, "value"), (self.step, "value"))  # kernel-side, so tests see it too
+
+        self.tokens_fig = go.FigureWidget()
+        self.tree_fig = go.FigureWidget()
+        self.steps_fig = go.FigureWidget()
+
+        self.prompt_choice.observe(self._on_choice, names="value")
+        for w in [self.prompt_text, self.order, self.temperature, self.seed, *self.tier_boxes.values()]:
+            w.observe(self._on_settings, names="value")
+        self.step.observe(self._on_step, names="value")
+
+        self.widget = widgets.VBox(
+            [
+                self.prompt_choice,
+                self.prompt_text,
+                widgets.HBox([*self.tier_boxes.values(), self.order]),
+                widgets.HBox([self.temperature, self.seed]),
+                self.status,
+                widgets.HBox([self.play, self.step]),
+                self.tokens_fig,
+                self.tree_fig,
+                self.steps_fig,
+            ]
+        )
+        self.refresh()
+
+    # The logic -------------------------------------------------------------------------------------
+
+    @property
+    def settings(self) -> Settings:
+        return Settings(
+            prompt=self.prompt_text.value,
+            tiers=tuple(t for t in self.order.value if self.tier_boxes[t].value),
+            temperature=round(float(self.temperature.value), 6),
+            seed=int(self.seed.value),
+            max_new_tokens=self.max_new_tokens,
+        )
+
+    @property
+    def generation(self) -> Generation | None:
+        """The generation on show (None until one could be made)."""
+        return self._gen
+
+    def _generate(self, s: Settings) -> Generation:
+        assert self.lm is not None
+        return generate(
+            self.lm,
+            s.prompt,
+            tiers=[self.tier_factory(t) for t in s.tiers],
+            max_new_tokens=s.max_new_tokens,
+            budget=self.budget,
+            temperature=s.temperature,
+            seed=s.seed,
+        )
+
+    def refresh(self) -> None:
+        """Show the generation of the current settings (generated now unless cached)."""
+        try:
+            settings = self.settings
+            cached = settings in self.cache
+            if not cached:
+                self.status.value = "<i>generating\u2026</i>"
+            gen = self.cache.get(settings)
+        except HDError as error:  # a bad prompt, a missing database: said, and the last figures stay
+            self.error = str(error)
+            self.status.value = f'<span style="color:#D55E00">{html.escape(self.error)}</span>'
+            return
+        self.error = None
+        self._gen = gen
+        last = max(len(gen.steps) - 1, 0)
+        with self._hold():
+            self.play.max = self.step.max = last
+            self.step.value = min(self.step.value, last)
+        note = "from the cache" if cached else f"generated in {self.cache.last_s:.2f} s"
+        self.status.value = summary_html(gen, f"{note}; {len(self.cache.traces)} settings cached")
+        sync_figure(self.steps_fig, tier_steps_figure(gen, self.step.value))
+        self._draw_step()
+
+    def _draw_step(self) -> None:
+        gen, index = self._gen, self.step.value
+        if gen is None:
+            return
+        sync_figure(self.tokens_fig, token_figure(gen, index, self.label, self.width))
+        if gen.steps:
+            sync_figure(self.tree_fig, draft_tree_figure(gen.steps[index], self.label))
+        with self.steps_fig.batch_update():
+            self.steps_fig.layout.shapes = [step_marker(index)]  # only the marker moves
+
+    # The wiring ------------------------------------------------------------------------------------
+
+    @contextmanager
+    def _hold(self):
+        self._quiet = True
+        try:
+            yield
+        finally:
+            self._quiet = False
+
+    def _on_choice(self, change: dict) -> None:
+        self.prompt_text.value = change["new"]  # its own observer regenerates
+
+    def _on_settings(self, change: dict) -> None:
+        self.refresh()
+
+    def _on_step(self, change: dict) -> None:
+        if not self._quiet:
+            self._draw_step()
+
+    def _repr_mimebundle_(self, **kwargs):
+        return self.widget._repr_mimebundle_(**kwargs)
+
+
+class StepMechanics:
+    """The tree attention mask, position ids and cache compaction of one step of `gen`, with a
+    step slider (starting at the step with the most drafts)."""
+
+    def __init__(self, gen: Generation, label: TokenLabel | None = None, past_shown: int = 4) -> None:
+        if not gen.steps:
+            raise HDError("the generation has no steps")
+        self.gen, self.label, self.past_shown = gen, label, past_shown
+        biggest = max(range(len(gen.steps)), key=lambda i: gen.steps[i].tree.n_drafted)
+        self.step = widgets.IntSlider(
+            value=biggest, min=0, max=len(gen.steps) - 1, description="step", continuous_update=False
+        )
+        self.tree_fig = go.FigureWidget()
+        self.mask_fig = go.FigureWidget()
+        self.positions_fig = go.FigureWidget()
+        self.cache_fig = go.FigureWidget()
+        self.step.observe(lambda change: self.refresh(), names="value")
+        self.widget = widgets.VBox([self.step, self.tree_fig, self.mask_fig, self.positions_fig, self.cache_fig])
+        self.refresh()
+
+    def refresh(self) -> None:
+        step = self.gen.steps[self.step.value]
+        sync_figure(self.tree_fig, draft_tree_figure(step, self.label))
+        sync_figure(self.mask_fig, attention_mask_figure(step, past_shown=self.past_shown, label=self.label))
+        sync_figure(self.positions_fig, position_ids_figure(step, label=self.label))
+        sync_figure(self.cache_fig, cache_compaction_figure(step, self.past_shown, self.label))
+
+    def _repr_mimebundle_(self, **kwargs):
+        return self.widget._repr_mimebundle_(**kwargs)

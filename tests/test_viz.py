@@ -1,0 +1,513 @@
+"""hdlib.viz: figures on small hand-made traces, and the widgets driven on a tiny model.
+
+The widget tests click what a user clicks (checkboxes, order, temperature, seed, prompt, step) and
+read back what the FigureWidgets hold, comparing it with the generation the cache holds for the
+new settings; test tiers (oracles that draft the true answer with mistakes) stand in for every
+tier, so that every tier's tokens can appear.
+"""
+
+from __future__ import annotations
+
+import html
+from pathlib import Path
+
+import numpy as np
+import pytest
+from oracle import OracleTier
+from tiny import VOCAB, save_tiny
+
+import hdlib
+from hdlib import viz
+from hdlib.drafter import Drafter
+from hdlib.errors import HDError
+from hdlib.tiers import ContextTier, Tier
+from hdlib.tiers.model import ModelTier
+from hdlib.tiers.statistics import StatisticsSettings, StatisticsTier
+from hdlib.trace import TIER_COLORS, Generation, Step, StepTimes
+from hdlib.tree import DraftTree, ancestor_matrix, tree_buffers
+
+C, M, S, T = Tier.CONTEXT, Tier.MODEL, Tier.STATISTICS, Tier.TARGET
+
+
+# Hand-made traces -----------------------------------------------------------------------------------
+
+
+def times(total: float) -> StepTimes:
+    return StepTimes(draft=0.0, tree=0.0, forward=total, accept=0.0, update=0.0)
+
+
+def first_tree() -> DraftTree:
+    tree = DraftTree(root=7)
+    tree.add([1, 2, 3], C, 10, 10)  # nodes 1, 2, 3
+    tree.add([1, 4], M, 10, 10)  # node 4 under node 1
+    tree.add([5], S, 10, 10)  # node 5
+    return tree
+
+
+def hand_trace(pieces: bool = True) -> Generation:
+    second = DraftTree(root=9)
+    second.add([6, 8], M, 10, 10)
+    steps = [
+        Step(0, 6, 8, first_tree(), (0, 1, 2), (1, 2, 9), (C, C, T), times(0.2)),
+        Step(1, 9, 8, second, (0, 1), (6, 3), (M, T), times(0.3)),
+        Step(2, 11, 0, DraftTree(root=3), (0,), (4,), (T,), times(0.1)),
+    ]
+    return Generation(
+        prompt_ids=[10, 11, 12, 13, 14, 7],
+        tokens=[1, 2, 9, 6, 3, 4],
+        steps=steps,
+        stop_reason="max_new_tokens",
+        wall_s=0.75,
+        prefill_s=0.15,
+        tier_order=[C, M],
+        pieces=["a", " b", "\n", "c", " d", " e"] if pieces else [],
+    )
+
+
+def trace_of(fig, name: str):
+    (found,) = [t for t in fig.data if t.name == name]
+    return found
+
+
+def colour_of_points(fig) -> list[str]:
+    """The colour of every token drawn in a token figure, one entry per token."""
+    return [t.textfont.color for t in fig.data for _ in t.x or ()]
+
+
+def test_token_figure_colours_each_token_by_its_tier_with_ids_in_hover():
+    gen = hand_trace()
+    fig = viz.token_figure(gen)
+    assert [t.name for t in fig.data] == [viz.trace.tier_name(t) for t in viz.TIERS]
+    shown = {}
+    for tier, trace in zip(viz.TIERS, fig.data):
+        assert trace.textfont.color == TIER_COLORS[tier]
+        for (token, tier_value, step), hover in zip(trace.customdata, trace.hovertext):
+            assert tier_value == tier.value
+            assert f"token {token} " in hover and f"step {step}" in hover
+            shown.setdefault(tier, []).append(token)
+    expected: dict[Tier, list[int]] = {}
+    for s in gen.steps:
+        for token, tier in zip(s.tokens, s.tiers):
+            expected.setdefault(tier, []).append(token)
+    assert shown == expected
+    assert trace_of(fig, "statistics").showlegend is False  # not among the generation's tiers
+    # "\n" breaks the line: "c" starts line 1 (y = -1) at column 0, " d" is drawn at column 2.
+    model, target = trace_of(fig, "model"), fig.data[3]
+    assert (model.x[0], model.y[0], model.text[0]) == (0, -1, "c")
+    assert (target.x[1], target.y[1], target.text[1]) == (2, -1, "d")
+    assert target.text[0] == "\u21b5"  # the line break itself, drawn
+
+
+def test_token_figure_up_to_a_step_boxes_that_steps_tokens():
+    gen = hand_trace()
+    fig = viz.token_figure(gen, step=1)
+    assert sum(len(t.x) for t in fig.data) == 5  # steps 0 and 1
+    assert len(fig.layout.shapes) == 2  # the two tokens of step 1
+    assert sorted(int(t[0]) for tr in fig.data for t in tr.customdata if t[2] == 1) == [3, 6]
+
+
+def test_token_text_falls_back_to_a_labeller_then_to_ids():
+    gen = hand_trace(pieces=False)
+    drawn = {int(c[0]): text for tr in viz.token_figure(gen).data for c, text in zip(tr.customdata, tr.text)}
+    assert drawn == {t: f"[{t}]" for t in gen.tokens}
+    labelled = viz.token_figure(gen, label=lambda t: f"w{t}")
+    assert sorted(t for tr in labelled.data for t in tr.text) == sorted(f"w{t}" for t in gen.tokens)
+
+
+def test_token_layout_wraps_and_breaks_lines():
+    places, lines = viz.token_layout(["ab", " cd", " ef", "\n", "g"], width=6)
+    # "ab cd" fits; " ef" would pass column 6 and wraps; each label sits where its text starts.
+    assert places == [(0, 0), (3, 0), (1, 1), (3, 1), (0, 2)]
+    assert lines == 3
+
+
+def test_tree_layout_puts_parents_between_children():
+    tree = first_tree()
+    xy = viz.tree_layout(tree)
+    assert [x for x, _ in xy] == tree.depths
+    leaves = [xy[i][1] for i in tree.leaves()]
+    assert len(set(leaves)) == len(leaves)
+    for node in range(len(tree)):
+        kids = [xy[k][1] for k in tree.children(node)]
+        if kids:
+            assert min(kids) <= xy[node][1] <= max(kids)
+
+
+def test_draft_tree_figure_tiers_accepted_path_and_bonus():
+    step = hand_trace().steps[0]
+    fig = viz.draft_tree_figure(step, label=lambda t: f"w{t}")
+    assert [t.name for t in fig.data][:3] == ["drafts", "accepted path", "root"]
+    tree = step.tree
+    for tier in (C, M, S):
+        trace = trace_of(fig, tier.value)
+        nodes = [int(c[0]) for c in trace.customdata]
+        assert nodes == [i for i in range(1, len(tree)) if tree.tiers[i] is tier]
+        assert trace.marker.color == TIER_COLORS[tier]
+        ringed = {n for n, w in zip(nodes, trace.marker.line.width) if w > 0}
+        assert ringed == set(step.accepted_nodes) & set(nodes)
+        for node, hover in zip(nodes, trace.hovertext):
+            assert f"token {tree.tokens[node]} " in hover
+    # The thick path runs root -> node 1 -> node 2 -> the bonus token.
+    xy = viz.tree_layout(tree)
+    path = trace_of(fig, "accepted path")
+    points = [(x, y) for x, y in zip(path.x, path.y) if x is not None]
+    bonus = trace_of(fig, "model's own (bonus)")
+    assert set(points) == {xy[0], xy[1], xy[2], (bonus.x[0], bonus.y[0])}
+    assert int(bonus.customdata[0][1]) == step.tokens[-1] == 9
+    edges = trace_of(fig, "drafts")
+    assert sum(x is None for x in edges.x) == len(tree) - 1
+
+
+def test_draft_tree_figure_without_a_bonus_when_an_end_token_cut_the_step():
+    step = hand_trace().steps[0]
+    cut = Step(0, 6, 8, step.tree, (0, 1, 2), (1, 2), (C, C), times(0.1))  # ended at the end token 2
+    fig = viz.draft_tree_figure(cut)
+    assert len(trace_of(fig, "model's own (bonus)").x) == 0
+    bare = viz.draft_tree_figure(step.tree)  # a bare tree: no path at all
+    assert len(trace_of(bare, "accepted path").x) == 0
+
+
+def test_tier_steps_figure_counts_tokens_per_tier_per_step():
+    gen = hand_trace()
+    fig = viz.tier_steps_figure(gen, step=2)
+    for tier in viz.TIERS:
+        bars = trace_of(fig, viz.trace.tier_name(tier))
+        assert list(bars.y) == [sum(t is tier for t in s.tiers) for s in gen.steps]
+    assert list(trace_of(fig, "drafted").y) == [5, 2, 0]
+    assert fig.layout.shapes[0].x0 == 1.5
+
+
+def test_compare_figure_cumulative_tokens_over_time():
+    hd = hand_trace()
+    plain_steps = [Step(i, 6 + i, 0, DraftTree(root=t), (0,), (t,), (T,), times(0.1)) for i, t in enumerate(hd.tokens)]
+    plain = Generation([10, 11, 12, 13, 14, 7], list(hd.tokens), plain_steps, "max_new_tokens", 0.8, 0.2)
+    fig = viz.compare_figure({"plain": plain, "HD": hd})
+    over_time = [t for t in fig.data if t.showlegend is not False]
+    assert [t.legendgroup for t in over_time] == ["plain", "HD"]
+    for trace, gen in zip(over_time, (plain, hd)):
+        assert trace.y[-1] == len(gen.tokens)
+        assert trace.x[0] == pytest.approx(gen.prefill_s)
+        assert trace.x[-1] == pytest.approx(gen.prefill_s + sum(s.times.total for s in gen.steps))
+    per_step = [t for t in fig.data if t.showlegend is False]
+    assert list(per_step[1].y) == [3, 2, 1]
+
+
+# Mechanics ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("past_shown", [2, 4, 9])
+def test_attention_mask_figure_is_the_cache_then_the_ancestors(past_shown):
+    step = hand_trace().steps[0]  # context_len 6: 5 cached tokens
+    z = np.array(viz.attention_mask_figure(step, past_shown=past_shown).data[0].z)
+    tree, shown = step.tree, min(past_shown, 5)
+    assert z.shape == (len(tree), shown + len(tree))
+    assert (z[:, :shown] == 1).all()
+    assert (z[:, shown:] == ancestor_matrix(tree.parents)).all()
+    for i in range(len(tree)):  # brute force: a node sees itself and its ancestors only
+        assert {j for j in range(len(tree)) if z[i, shown + j]} == set(tree.path_to(i))
+
+
+def test_mechanics_take_a_bare_tree_with_its_past():
+    tree = first_tree()
+    mask = np.array(viz.attention_mask_figure(tree, past_len=1, past_shown=3).data[0].z)
+    assert mask.shape == (len(tree), 1 + len(tree))
+    positions = viz.position_ids_figure(tree, past_len=40).data[0]
+    assert [int(p) for p in positions.text[1]] == tree_buffers(tree, 40, "cpu").position_ids.tolist()
+    assert [int(d) for d in positions.text[0]] == tree.depths
+
+
+def test_position_ids_figure_matches_tree_buffers():
+    step = hand_trace().steps[0]
+    heat = viz.position_ids_figure(step).data[0]
+    want = tree_buffers(step.tree, step.context_len - 1, "cpu").position_ids.tolist()
+    assert [int(p) for p in heat.text[1]] == want == [5, 6, 7, 8, 7, 6]
+    assert np.array(heat.z).shape == (2, len(step.tree))
+
+
+def test_compaction_is_what_compact_cache_does():
+    assert viz.compaction(3, 6, [0, 1, 2]) == [0, 1, 2, 3, 4, 5]  # contiguous: nothing moves
+    assert viz.compaction(3, 6, [0, 2, 5]) == [0, 1, 2, 3, 5, 8]
+    assert viz.compaction(0, 4, [0, 3]) == [0, 3]
+
+
+def test_cache_compaction_figure_rows():
+    step = hand_trace().steps[1]  # 8 cached, tree of 3 nodes, path (0, 1)
+    heat = viz.cache_compaction_figure(step, past_shown=2).data[0]
+    before, after = heat.z
+    assert list(before) == [1, 1, 1, 1, 0]  # two past slots, then nodes 0, 1 kept and node 2 dropped
+    assert list(after) == [1, 1, 1, 1, None]
+    assert "node 2: token 8" in heat.hovertext[0][4]
+    assert "node 1: token 6" in heat.hovertext[1][3]
+
+
+# What each tier drafts -------------------------------------------------------------------------------
+
+
+def test_tier_drafts_with_counts_from_each_tier():
+    context = [1, 2, 3, 4, 1, 2, 3, 4, 1, 2]
+    model = ModelTier(np.array([[3, 1, 2, 5], [1, 2, 6, 7]]), np.array([5, 3]))
+    stats = StatisticsTier.from_documents([[1, 2, 9, 9], [1, 2, 9, 8], [4, 1, 2, 7]], StatisticsSettings(min_count=1))
+    rows = viz.tier_drafts([ContextTier(), model, stats], context, budget=8)
+    by_tier = {t: [r for r in rows if r.tier is t] for t in (C, M, S)}
+
+    fresh = ContextTier()
+    fresh.begin(context)
+    assert [r.tokens for r in by_tier[C]] == fresh.lookup(context, 8)
+    for r in by_tier[C]:
+        needle = context[-r.key_length :] + list(r.tokens)
+        occurrences = sum(context[i : i + len(needle)] == needle for i in range(len(context)))
+        assert r.count == occurrences > 0
+    assert [(r.tokens, r.count) for r in by_tier[M]] == model.explain(context, 8)
+    explained = stats.explain(context, 8).drafts
+    assert [(r.tokens, r.count, r.key_length) for r in by_tier[S]] == [
+        (d.tokens, d.count, d.key_length) for d in explained
+    ]
+    assert [r.rank for r in by_tier[S]] == list(range(len(explained)))
+
+    table = viz.tier_drafts_table(rows, label=lambda t: f"<{t}>").data[0]
+    tiers_col, _, text_col, ids_col, count_col, _ = table.cells.values
+    assert list(tiers_col) == [r.tier.value for r in rows]
+    assert list(ids_col) == [" ".join(map(str, r.tokens)) for r in rows]
+    assert text_col[0] == repr("".join(f"<{t}>" for t in rows[0].tokens))
+    assert list(count_col) == [f"{r.count:,}" for r in rows]
+
+
+def test_drafter_tree_is_the_drafters_trie():
+    context = [1, 2, 3, 4, 1, 2, 3, 4, 1, 2]
+    model = ModelTier(np.array([[1, 2, 6, 7]]), np.array([3]))
+    tree = viz.drafter_tree([ContextTier(), model], context, budget=6)
+    drafter = Drafter([ContextTier(), model])
+    drafter.begin(context)
+    same = drafter.draft(context, 6, 6)
+    assert (tree.tokens, tree.tiers) == (same.tokens, same.tiers)
+    assert M in tree.tiers
+
+
+# Widgets on a tiny model ----------------------------------------------------------------------------
+
+PROMPTS = {"first": "hello world how are you", "second": "you are hello"}
+MAX_NEW = 20
+
+
+@pytest.fixture(scope="module")
+def lm(tmp_path_factory):
+    return hdlib.load_model(str(save_tiny(tmp_path_factory.mktemp("tiny"))), device="cpu")
+
+
+@pytest.fixture(scope="module")
+def truths(lm):
+    """Prompt text -> prompt ids + the plain greedy answer: what the oracle tiers draft from."""
+    out = {}
+    for text in [*PROMPTS.values(), "how are you"]:
+        ids = lm.encode_prompt(text)
+        out[text] = ids + hdlib.generate(lm, ids, tiers=(), max_new_tokens=MAX_NEW).tokens
+    return out
+
+
+class ShortOracle(OracleTier):
+    """An oracle that drafts at most 3 tokens, so that the tiers after it get some budget too."""
+
+    def lookup(self, context, budget):
+        return super().lookup(context, min(budget, 3))
+
+
+class CountingGenerate:
+    """A generate function for StepThrough: oracle tiers in the order asked; it records its calls."""
+
+    def __init__(self, lm, truths):
+        self.lm, self.truths, self.calls = lm, truths, []
+
+    def __call__(self, s: viz.Settings) -> Generation:
+        self.calls.append(s)
+        tiers = [ShortOracle(self.truths[s.prompt], VOCAB, seed=k, tier=t) for k, t in enumerate(s.tiers)]
+        return hdlib.generate(
+            self.lm, s.prompt, tiers=tiers, max_new_tokens=s.max_new_tokens, budget=8,
+            temperature=s.temperature, seed=s.seed,
+        )  # fmt: skip
+
+
+@pytest.fixture
+def view(lm, truths):
+    fn = CountingGenerate(lm, truths)
+    v = viz.StepThrough(lm, PROMPTS, generate=fn, max_new_tokens=MAX_NEW)
+    v.calls = fn.calls
+    return v
+
+
+def shown_tokens(view) -> dict[str, list[int]]:
+    """Trace name -> token ids drawn in the token figure."""
+    return {t.name: [int(c[0]) for c in t.customdata or ()] for t in view.tokens_fig.data}
+
+
+def expected_tokens(gen: Generation, upto: int) -> dict[str, list[int]]:
+    out: dict[str, list[int]] = {viz.trace.tier_name(t): [] for t in viz.TIERS}
+    for s in gen.steps[: upto + 1]:
+        for token, tier in zip(s.tokens, s.tiers):
+            out[viz.trace.tier_name(tier)].append(token)
+    return out
+
+
+def tree_nodes(view) -> dict[str, list[int]]:
+    return {t.name: [int(c[0]) for c in t.customdata or ()] for t in view.tree_fig.data if t.customdata is not None}
+
+
+def last_step(view) -> None:
+    view.step.value = view.step.max
+
+
+def test_the_figures_show_the_generation_and_the_step(view):
+    gen = view.generation
+    assert len(view.calls) == 1 and view.calls[0] == view.settings
+    assert view.calls[0].tiers == (C, M, S)
+    assert len(gen.steps) > 3
+    for k in range(len(gen.steps)):
+        view.step.value = k
+        assert shown_tokens(view) == expected_tokens(gen, k)
+        tree = gen.steps[k].tree
+        assert int(trace_of(view.tree_fig, "root").customdata[0][1]) == tree.root
+        for tier in (C, M, S):
+            assert tree_nodes(view)[tier.value] == [i for i in range(1, len(tree)) if tree.tiers[i] is tier]
+        assert view.steps_fig.layout.shapes[0].x0 == k - 0.5
+    view.play.value = 1  # the play button drives the slider
+    assert view.step.value == 1
+    assert len(view.calls) == 1  # stepping never generates
+    # All three test tiers drafted accepted tokens: each appears in its own colour.
+    last_step(view)
+    colours = set(colour_of_points(view.tokens_fig))
+    assert {TIER_COLORS[t] for t in gen.tier_counts} == colours
+    assert len(gen.tier_counts) >= 3
+
+
+def test_only_the_context_tier_colours_nothing_as_model_or_statistics(view):
+    view.tier_boxes[M].value = False
+    view.tier_boxes[S].value = False
+    assert view.calls[-1].tiers == (C,)
+    gen = view.generation
+    assert gen.tier_order == [C]
+    last_step(view)
+    colours = colour_of_points(view.tokens_fig)
+    assert len(colours) == len(gen.tokens)
+    assert TIER_COLORS[M] not in colours and TIER_COLORS[S] not in colours
+    assert TIER_COLORS[C] in colours  # the oracle context tier did get drafts accepted
+    for k in range(len(gen.steps)):
+        view.step.value = k
+        nodes = tree_nodes(view)
+        assert nodes["model"] == nodes["statistics"] == []
+    bars = {t.name: list(t.y) for t in view.steps_fig.data}
+    assert sum(bars["model"]) == sum(bars["statistics"]) == 0
+    assert sum(bars["context"]) == gen.tier_counts[C] > 0
+    # No tier at all: plain decoding, every token the model's own, one per step.
+    view.tier_boxes[C].value = False
+    last_step(view)
+    assert view.generation.mat == 1.0
+    assert set(colour_of_points(view.tokens_fig)) == {TIER_COLORS[T]}
+
+
+def test_reordering_tiers_reaches_the_drafter_and_the_figures(view):
+    view.order.value = (S, M, C)
+    assert view.calls[-1].tiers == (S, M, C) and len(view.calls) == 2
+    gen = view.generation
+    assert gen.tier_order == [S, M, C]
+    view.step.value = 0
+    assert tree_nodes(view)["statistics"][:1] == [1]  # the first tier asked drafts the first node
+    last_step(view)
+    assert shown_tokens(view) == expected_tokens(gen, view.step.value)
+    bars = {t.name: list(t.y) for t in view.steps_fig.data}
+    assert bars == {
+        **{viz.trace.tier_name(t): [sum(x is t for x in s.tiers) for s in gen.steps] for t in viz.TIERS},
+        "drafted": [s.tree.n_drafted for s in gen.steps],
+    }
+    # A disabled tier keeps its place in the order: re-enabling it gives back the same setting.
+    view.tier_boxes[M].value = False
+    assert view.calls[-1].tiers == (S, C)
+    view.tier_boxes[M].value = True
+    assert len(view.calls) == 3 and view.generation is gen
+
+
+def test_temperature_and_seed_regenerate_once_per_setting(view):
+    greedy = view.generation
+    view.seed.value = 5  # greedy ignores the seed: nothing to generate
+    assert len(view.calls) == 1
+    view.temperature.value = 0.8
+    assert len(view.calls) == 2 and view.calls[-1].temperature == 0.8 and view.calls[-1].seed == 5
+    sampled = view.generation
+    assert (sampled.temperature, sampled.seed) == (0.8, 5)
+    last_step(view)
+    assert shown_tokens(view) == expected_tokens(sampled, view.step.value)
+    view.seed.value = 6
+    assert len(view.calls) == 3 and view.generation.seed == 6
+    other = view.generation
+    view.seed.value = 5
+    assert len(view.calls) == 3 and view.generation is sampled  # back to a cached setting
+    view.temperature.value = 0.0
+    assert len(view.calls) == 3 and view.generation is greedy
+    assert other is not sampled
+    assert [s.seed for s in view.cache.traces] == [None, 5, 6]
+
+
+def test_prompt_from_the_list_or_typed_and_bad_prompts_said(view, truths):
+    view.prompt_choice.value = PROMPTS["second"]
+    assert view.prompt_text.value == PROMPTS["second"] == view.calls[-1].prompt
+    assert view.generation.prompt_ids == truths[PROMPTS["second"]][: len(view.generation.prompt_ids)]
+    view.prompt_text.value = "how are you"
+    assert view.calls[-1].prompt == "how are you" and len(view.calls) == 3
+    last_step(view)
+    before = shown_tokens(view)
+    assert before == expected_tokens(view.generation, view.step.value)
+    view.prompt_text.value = "   "
+    assert view.error and "empty" in html.unescape(view.status.value)
+    assert shown_tokens(view) == before  # the last figures stay
+
+
+def test_default_generate_uses_the_tier_factory_and_stays_lossless(lm, truths):
+    prompt = PROMPTS["first"]
+    made = []
+
+    def factory(tier):
+        made.append(tier)
+        return OracleTier(truths[prompt], VOCAB, seed=3, tier=tier)
+
+    view = viz.StepThrough(lm, [prompt], tier_factory=factory, tiers=["context", "statistics"], max_new_tokens=MAX_NEW)
+    assert made == [C, S] and view.order.value == (C, S, M) and not view.tier_boxes[M].value
+    gen = view.generation
+    plain = truths[prompt][len(gen.prompt_ids) :]
+    assert gen.tokens == plain[: len(gen.tokens)] and len(gen.tokens) == len(plain)
+    assert gen.tier_order == [C, S]
+    assert gen.pieces and len(gen.pieces) == len(gen.tokens)  # hdlib.generate gives each token's text
+
+
+def test_a_tier_that_cannot_be_made_is_said_not_raised(lm):
+    def factory(tier):
+        raise HDError(f"no {tier.value} database here")
+
+    view = viz.StepThrough(lm, ["how are you"], tier_factory=factory, tiers=["model"], max_new_tokens=4)
+    assert view.generation is None and "no model database here" in view.status.value
+    view.step.value = 0  # nothing to draw, nothing raised
+    view.tier_boxes[M].value = False  # plain decoding needs no tier
+    assert view.generation is not None and view.generation.mat == 1.0 and view.error is None
+    last_step(view)
+    assert colour_of_points(view.tokens_fig) == [TIER_COLORS[T]] * len(view.generation.tokens)
+
+
+def test_step_mechanics_follow_the_slider(lm, truths):
+    prompt = PROMPTS["first"]
+    tiers = [OracleTier(truths[prompt], VOCAB, seed=1, tier=t) for t in (C, M)]
+    gen = hdlib.generate(lm, prompt, tiers=tiers, max_new_tokens=MAX_NEW, budget=8)
+    mech = viz.StepMechanics(gen, past_shown=3)
+    for k in (0, len(gen.steps) - 1):
+        mech.step.value = k
+        step = gen.steps[k]
+        n = len(step.tree)
+        assert np.array(mech.mask_fig.data[0].z).shape == (n, 3 + n)
+        before = list(mech.cache_fig.data[0].z[0])
+        assert sum(before[3:]) == len(step.accepted_nodes)
+        assert [int(p) for p in mech.positions_fig.data[0].text[1]] == [
+            step.context_len - 1 + d for d in step.tree.depths
+        ]
+
+
+def test_prompt_choices_reads_the_project_prompt_set():
+    choices = viz.prompt_choices()
+    path = Path(hdlib.__file__).resolve().parents[1] / "data" / "prompts" / "prompts.jsonl"
+    assert len(choices) == len(path.read_text().strip().splitlines())
+    assert all(text.strip() for text in choices.values())
