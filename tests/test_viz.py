@@ -283,6 +283,27 @@ def test_drafter_tree_is_the_drafters_trie():
     assert M in tree.tiers
 
 
+def test_lookup_latency_times_each_tier_on_each_context_it_was_begun_with():
+    calls = []
+
+    class Recording(ContextTier):
+        def lookup(self, context, budget):
+            calls.append((list(self._tokens), list(context), budget))
+            return super().lookup(context, budget)
+
+    contexts = [[1, 2, 3, 1, 2], [4, 5, 4, 5, 4]]
+    model = ModelTier(np.array([[1, 2, 6, 7]]), np.array([3]))
+    seconds = viz.lookup_latency([Recording(), model], contexts, budget=4)
+    assert list(seconds) == [C, M]
+    assert all(len(t) == 2 and all(s >= 0 for s in t) for t in seconds.values())
+    assert calls == [(c, c, 4) for c in contexts]  # the context tier held exactly that text
+
+    fig = viz.lookup_latency_figure(seconds)
+    assert [b.marker.color for b in fig.data] == [TIER_COLORS[C], TIER_COLORS[M]]
+    assert np.allclose(fig.data[1].x, np.array(seconds[M]) * 1e6)
+    assert fig.data[0].name.startswith("context<br>median")
+
+
 # Widgets on a tiny model ----------------------------------------------------------------------------
 
 PROMPTS = {"first": "hello world how are you", "second": "you are hello"}

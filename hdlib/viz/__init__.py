@@ -6,7 +6,14 @@ viz.draft_tree_figure(gen.steps[3])    # the drafts of one step, the accepted pa
 viz.StepThrough(lm)                    # the whole step-through GUI
 """
 
-from hdlib.viz.lookup import TierDraft, drafter_tree, tier_drafts, tier_drafts_table
+from hdlib.viz.lookup import (
+    TierDraft,
+    drafter_tree,
+    lookup_latency,
+    lookup_latency_figure,
+    tier_drafts,
+    tier_drafts_table,
+)
 from hdlib.viz.mechanics import (
     attention_mask_figure,
     cache_compaction_figure,
@@ -42,6 +49,8 @@ __all__ = [
     "compare_figure",
     "draft_tree_figure",
     "drafter_tree",
+    "lookup_latency",
+    "lookup_latency_figure",
     "position_ids_figure",
     "prompt_choices",
     "step_buffers",

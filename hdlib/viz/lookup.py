@@ -5,13 +5,16 @@ what the higher ones left: `drafter_tree` shows that merged trie). Counts mean w
 by: the context tier, how often key + draft occur in the text itself; the model tier, in how many
 of the model's answers the n-gram occurs (`ModelTier.explain`); the statistics tier, how often the
 corpus continues the key so (`StatisticsTier.explain`). Other tiers get their drafts, uncounted.
+`lookup_latency` times each tier's `lookup` over many contexts; `lookup_latency_figure` draws it.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import plotly.graph_objects as go
 
 from hdlib.drafter import Drafter
@@ -102,5 +105,50 @@ def tier_drafts_table(rows: Sequence[TierDraft], label: TokenLabel | None = None
     )
     fig.update_layout(
         title=f"what each tier drafts: {len(rows)} drafts", height=min(800, 28 * len(rows) + 120), margin={"t": 40}
+    )
+    return fig
+
+
+def lookup_latency(
+    tiers: Sequence[DraftTier], contexts: Sequence[Sequence[int]], budget: int = 8
+) -> dict[Tier, list[float]]:
+    """Seconds of one `lookup(context, budget)` per context, for each tier alone, as the drafter
+    calls it. Each tier is begun with the context first (untimed): the context tier then holds
+    exactly that text, as it would during decoding; static tiers ignore it."""
+    seconds: dict[Tier, list[float]] = {}
+    for tier in tiers:
+        times = seconds.setdefault(tier.tier, [])
+        for context in contexts:
+            context = [int(t) for t in context]
+            tier.begin(context)
+            start = time.perf_counter()
+            tier.lookup(context, budget)
+            times.append(time.perf_counter() - start)
+    return seconds
+
+
+def lookup_latency_figure(seconds: dict[Tier, Sequence[float]]) -> go.Figure:
+    """One box per tier of its lookup times in microseconds (log axis), the median in the label."""
+    fig = go.Figure()
+    for tier, times in seconds.items():
+        us = np.asarray(times, dtype=float) * 1e6
+        median = float(np.median(us)) if len(us) else float("nan")
+        fig.add_trace(
+            go.Box(
+                name=f"{tier.value}<br>median {median:,.1f} \u00b5s",
+                x=us,
+                marker_color=TIER_COLORS[tier],
+                boxpoints=False,
+                hoverinfo="x",
+            )
+        )
+    n = max((len(t) for t in seconds.values()), default=0)
+    fig.update_layout(
+        title=f"one lookup per tier: {n} contexts each",
+        xaxis={"title": "microseconds (log scale)", "type": "log"},
+        showlegend=False,
+        height=120 + 70 * len(seconds),
+        margin={"t": 50},
+        template="plotly_white",
     )
     return fig
