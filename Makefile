@@ -5,6 +5,7 @@
 #   make demo       set up, generate one answer on the command line (headless)
 #   make test       set up, run the whole test suite, slow tests included (as CI does)
 #   make test-fast  set up, run the tests not marked slow
+#   make strip      remove outputs and execution counts from notebooks/ (before committing)
 #   make clean      remove caches and build outputs; make distclean also removes .venv
 #
 # Extra pytest arguments: make test PYTEST_ARGS="-k tree -x"
@@ -13,7 +14,7 @@ VENV        := .venv
 PY          := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: help setup lab demo test test-fast clean distclean
+.PHONY: help setup lab demo test test-fast strip clean distclean
 
 help:
 	@grep '^#   make' Makefile | sed 's/^#//'
@@ -33,6 +34,9 @@ test: setup
 
 test-fast: setup
 	$(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
+
+strip:
+	python3 scripts/strip_notebooks.py
 
 clean:
 	rm -rf build dist .pytest_cache .hypothesis *.egg-info

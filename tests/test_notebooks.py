@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 import nbformat
 import pytest
 from nbclient import NotebookClient
 
-NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("*.ipynb"))
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+STRIP = ROOT / "scripts" / "strip_notebooks.py"
+KERNEL = {"display_name": "Python 3", "language": "python", "name": "python3"}
 
 
 @pytest.mark.slow
@@ -22,3 +28,35 @@ def test_notebook_runs(path):
 
 def test_there_are_notebooks():
     assert NOTEBOOKS, "notebooks/ holds no notebook"
+
+
+def strip_notebooks(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(STRIP), *args], check=False, capture_output=True, text=True)
+
+
+def test_committed_notebooks_are_stripped():
+    """No outputs, execution counts or volatile metadata: `python scripts/strip_notebooks.py` cleans them."""
+    done = strip_notebooks("--check")
+    assert done.returncode == 0, done.stderr
+
+
+def test_strip_removes_outputs_counts_and_volatile_metadata(tmp_path):
+    nb = nbformat.v4.new_notebook(metadata={"kernelspec": KERNEL, "widgets": {"state": {}}})
+    cell = nbformat.v4.new_code_cell(
+        "1 + 1",
+        execution_count=3,
+        metadata={"execution": {"iopub.status.idle": "2026-11-30T09:00:00Z"}, "tags": ["keep"]},
+    )
+    cell.outputs = [nbformat.v4.new_output("execute_result", {"text/plain": "2"}, execution_count=3)]
+    nb.cells = [nbformat.v4.new_markdown_cell("# title"), cell]
+    path = tmp_path / "dirty.ipynb"
+    nbformat.write(nb, path)
+
+    assert strip_notebooks("--check", str(path)).returncode == 1
+    assert strip_notebooks(str(path)).returncode == 0
+    assert strip_notebooks("--check", str(path)).returncode == 0
+    clean = json.loads(path.read_text())
+    code = clean["cells"][1]
+    assert (code["outputs"], code["execution_count"], code["metadata"]) == ([], None, {"tags": ["keep"]})
+    assert clean["metadata"] == {"kernelspec": KERNEL}
+    assert nbformat.validate(nbformat.reads(path.read_text(), as_version=4)) is None
