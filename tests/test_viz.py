@@ -240,6 +240,17 @@ def test_cache_compaction_figure_rows():
     assert "node 1: token 6" in heat.hovertext[1][3]
 
 
+def test_showcase_step_branches_with_drafts_accepted_and_rejected():
+    gen = hand_trace()
+    assert viz.showcase_step(gen) is gen.steps[0]  # 3 branches, 2 of 5 drafts accepted
+    chain, flat = gen.steps[1], Step(3, 13, 8, first_tree(), (0,), (5,), (T,), times(0.1))
+    gen.steps = [flat, chain]  # the branching tree accepted nothing: the most accepted drafts wins
+    assert viz.showcase_step(gen) is chain
+    gen.steps = []
+    with pytest.raises(HDError):
+        viz.showcase_step(gen)
+
+
 # What each tier drafts -------------------------------------------------------------------------------
 
 

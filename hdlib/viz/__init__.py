@@ -19,6 +19,7 @@ from hdlib.viz.mechanics import (
     cache_compaction_figure,
     compaction,
     position_ids_figure,
+    showcase_step,
     step_buffers,
 )
 from hdlib.viz.trace import (
@@ -53,6 +54,7 @@ __all__ = [
     "lookup_latency_figure",
     "position_ids_figure",
     "prompt_choices",
+    "showcase_step",
     "step_buffers",
     "summary_html",
     "sync_figure",

@@ -15,7 +15,8 @@ from types import SimpleNamespace
 import plotly.graph_objects as go
 import torch
 
-from hdlib.trace import TIER_COLORS, Step
+from hdlib.errors import HDError
+from hdlib.trace import TIER_COLORS, Generation, Step
 from hdlib.tree import DraftTree, TreeBuffers, tree_buffers
 from hdlib.verifier import compact_cache, tree_attention_mask
 from hdlib.viz.trace import ROOT_COLOR, TokenLabel, bracket_label, show, tier_name
@@ -36,6 +37,21 @@ def _node_labels(tree: DraftTree, label: TokenLabel) -> list[str]:
         color = ROOT_COLOR if tree.tiers[i] is None else TIER_COLORS[tree.tiers[i]]
         out.append(f'<span style="color:{color}">{i} {show(label(token))}</span>')
     return out
+
+
+def showcase_step(gen: Generation) -> Step:
+    """The step that shows most of the machinery: its tree branches and some of its drafts were
+    accepted, some rejected; among those the most accepted drafts, then the most branches. Without
+    such a step, the one with the most accepted drafts, then the most drafts."""
+    if not gen.steps:
+        raise HDError("the generation has no steps")
+
+    def score(step: Step) -> tuple[bool, int, int, int]:
+        accepted, branches = step.n_accepted_drafts, len(step.tree.leaves())
+        telling = branches > 1 and 0 < accepted < step.tree.n_drafted
+        return telling, accepted, branches, step.tree.n_drafted
+
+    return max(gen.steps, key=score)
 
 
 def step_buffers(step: Step | DraftTree, past_len: int | None = None) -> TreeBuffers:
