@@ -4,9 +4,9 @@
 
 Contexts: every position of the packaged model's own greedy answers kept in
 `benchmarks/statistics_tier.json` (the 12 project prompts and 12 held-out ShareGPT prompts, 80 new
-tokens each): the contexts a tier meets at decode time. The context tier is replayed as in decoding
-(`begin` with the prompt, `update` with each token), and only its `lookup` calls are timed. Per
-call: wall time, median and p99, in milliseconds.
+tokens each): the contexts a tier meets at decode time, each of them timed by
+`hdlib.databases.lookup_latency` (the context tier begun with the context first, untimed, so it
+holds exactly that text). Per call: wall time, median and p99, in milliseconds.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import sys
 import time
 from pathlib import Path
 
-from hdlib.databases import load_tier
+from hdlib.databases import load_tier, lookup_latency
 from hdlib.models import load_model
 from hdlib.tiers import ContextTier, Tier
 
@@ -44,21 +44,11 @@ def main() -> None:
         start = time.perf_counter()
         load_tier(tier, lm)
         results[f"{tier.value}_open_s"] = round(time.perf_counter() - start, 3)
+    tiers = [ContextTier(), load_tier(Tier.MODEL, lm), load_tier(Tier.STATISTICS, lm)]
+    contexts = [a["prompt_ids"] + a["answer_ids"][:i] for a in answers for i in range(len(a["answer_ids"]))]
     for budget in (int(b) for b in args.budgets.split(",")):
-        for tier in (Tier.CONTEXT, Tier.MODEL, Tier.STATISTICS):
-            times = []
-            for answer in answers:
-                prompt, new = answer["prompt_ids"], answer["answer_ids"]
-                db = ContextTier() if tier is Tier.CONTEXT else load_tier(tier, lm)
-                db.begin(prompt)
-                context = list(prompt)
-                for token in new:
-                    start = time.perf_counter()
-                    db.lookup(context, budget)
-                    times.append(time.perf_counter() - start)
-                    context.append(token)
-                    db.update([token])
-            ms = [1e3 * t for t in times]
+        for tier, seconds in lookup_latency(tiers, contexts, budget).items():
+            ms = [1e3 * t for t in seconds]
             row = {"median_ms": round(statistics.median(ms), 4), "p99_ms": round(percentile(ms, 0.99), 4)}
             results["tiers"].setdefault(tier.value, {})[str(budget)] = row
             print(f"{tier.value:10} budget {budget:2}: median {row['median_ms']:.3f} ms, p99 {row['p99_ms']:.3f} ms")

@@ -10,6 +10,8 @@ so a notebook or a benchmark opens each file once. `open_database(path)` opens a
 from __future__ import annotations
 
 import json
+import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -89,3 +91,21 @@ def _decoder(model: str | None):
 
     tokenizer = load_model(model).tokenizer if model in PACKAGED else AutoTokenizer.from_pretrained(model)
     return lambda ids: repr(tokenizer.decode(ids))
+
+
+def lookup_latency(
+    tiers: Sequence[DraftTier], contexts: Sequence[Sequence[int]], budget: int = 8
+) -> dict[Tier, list[float]]:
+    """Seconds of one `lookup(context, budget)` per context, for each tier alone, as the drafter
+    calls it. Each tier is begun with the context first (untimed): the context tier then holds
+    exactly that text, as it would during decoding; static tiers ignore it."""
+    seconds: dict[Tier, list[float]] = {}
+    for tier in tiers:
+        times = seconds.setdefault(tier.tier, [])
+        for context in contexts:
+            context = [int(t) for t in context]
+            tier.begin(context)
+            start = time.perf_counter()
+            tier.lookup(context, budget)
+            times.append(time.perf_counter() - start)
+    return seconds

@@ -5,18 +5,18 @@ what the higher ones left: `drafter_tree` shows that merged trie). Counts mean w
 by: the context tier, how often key + draft occur in the text itself; the model tier, in how many
 of the model's answers the n-gram occurs (`ModelTier.explain`); the statistics tier, how often the
 corpus continues the key so (`StatisticsTier.explain`). Other tiers get their drafts, uncounted.
-`lookup_latency` times each tier's `lookup` over many contexts; `lookup_latency_figure` draws it.
+`lookup_latency_figure` draws what `hdlib.databases.lookup_latency` measured (each tier's `lookup` over many contexts).
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import plotly.graph_objects as go
 
+from hdlib.databases import lookup_latency  # noqa: F401  (re-exported: the figure's input)
 from hdlib.drafter import Drafter
 from hdlib.tiers.base import DraftTier, Tier
 from hdlib.tiers.context import ContextTier
@@ -107,24 +107,6 @@ def tier_drafts_table(rows: Sequence[TierDraft], label: TokenLabel | None = None
         title=f"what each tier drafts: {len(rows)} drafts", height=min(800, 28 * len(rows) + 120), margin={"t": 40}
     )
     return fig
-
-
-def lookup_latency(
-    tiers: Sequence[DraftTier], contexts: Sequence[Sequence[int]], budget: int = 8
-) -> dict[Tier, list[float]]:
-    """Seconds of one `lookup(context, budget)` per context, for each tier alone, as the drafter
-    calls it. Each tier is begun with the context first (untimed): the context tier then holds
-    exactly that text, as it would during decoding; static tiers ignore it."""
-    seconds: dict[Tier, list[float]] = {}
-    for tier in tiers:
-        times = seconds.setdefault(tier.tier, [])
-        for context in contexts:
-            context = [int(t) for t in context]
-            tier.begin(context)
-            start = time.perf_counter()
-            tier.lookup(context, budget)
-            times.append(time.perf_counter() - start)
-    return seconds
 
 
 def lookup_latency_figure(seconds: dict[Tier, Sequence[float]]) -> go.Figure:
