@@ -79,6 +79,11 @@ class AdaptiveBudget:
     accepted path cut to the nodes numbered <= k (parents precede children, so the cut is a prefix
     of the path), at the cost of min(k, drafted) nodes. So every step updates the estimates of all
     k <= K at once; now and then a larger budget is tried to learn what lies above.
+
+    Probes back off: while drafting does not pay (the best budget is 0), each probe that fails
+    doubles the wait before the next, up to `max_probe_every` steps, so free text (a translation,
+    sampling at temperature 1) pays for few probes; as soon as drafting pays again, the wait is
+    back to `probe_every`.
     """
 
     def __init__(
@@ -88,12 +93,17 @@ class AdaptiveBudget:
         decay: float = 0.9,
         start: int = 8,
         probe_every: int = 8,
+        max_probe_every: int = 64,
     ) -> None:
         self.profile = profile
         self.max_budget = min(max_budget, len(profile.seconds) - 1)
         self.decay = decay  # recent steps count more: a copying phase and a free phase differ
         self.start = min(start, self.max_budget)  # the budget before anything is known
         self.probe_every = probe_every
+        self.max_probe_every = max(max_probe_every, probe_every)
+        self._wait = probe_every  # steps between probes, now
+        self._since_probe = 0
+        self._probed = False  # the previous step was a probe
         size = self.max_budget + 1
         self.weight = np.zeros(size)  # decayed count of steps that saw budget k
         self.gain = np.zeros(size)  # ... and the tokens they would have emitted with budget k
@@ -115,10 +125,17 @@ class AdaptiveBudget:
             k = self.start
         else:
             k = int(np.nanargmax(rate))
-            if len(self.history) % self.probe_every == self.probe_every - 1:
-                # Look a little higher than what is known (or, when drafting does not pay, try it
-                # again): the text may have turned repetitive.
-                k = min(self.max_budget, max(2 * k, self.start, known + 1))
+            if k > 0:
+                self._wait = self.probe_every
+            elif self._probed:  # a probe was just verified and drafting still does not pay
+                self._wait = min(2 * self._wait, self.max_probe_every)
+            self._since_probe += 1
+            self._probed = self._since_probe >= self._wait
+            if self._probed:
+                # Try twice the best budget, to learn whether more would pay; or, when drafting does not pay, the
+                # start budget again: the text may have turned repetitive.
+                k = min(self.max_budget, max(2 * k, self.start)) if k > 0 else self.start
+                self._since_probe = 0
         self.history.append(k)
         return k
 

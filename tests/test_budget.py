@@ -55,3 +55,12 @@ def test_steps_without_drafts_teach_nothing():
     policy = AdaptiveBudget(CPU_LIKE)
     policy.observe(step(8, 0, 0))
     assert policy.weight.sum() == 0
+
+
+def test_failed_probes_back_off_and_come_back_when_drafts_pay_again():
+    policy = AdaptiveBudget(CPU_LIKE, probe_every=8, max_probe_every=64)
+    history = drive(policy, drafted=10, accepted=0, steps=400)
+    probes = [k for k in history[40:] if k > 0]
+    assert 0 < len(probes) <= 360 // 32  # backed off to one probe per 32..64 steps, never to none
+    drive(policy, drafted=10, accepted=10, steps=80)  # the text turns repetitive
+    assert policy.history[-16:].count(0) <= 4  # found within one probe wait, then drafting every step
