@@ -10,30 +10,19 @@ the share of identical outputs per task; writes the full results as JSON.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
-from pathlib import Path
+
+from common import load, spec_bench_parser
 
 from hdlib.bench import progress_line, run_benchmark, table
-from hdlib.models import load_model
-from hdlib.specbench import load_questions, per_task
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--questions", type=Path, default=ROOT.parent / "shared/specbench/question.jsonl")
-    parser.add_argument("--per-task", type=int, default=2)
-    parser.add_argument("--max-new-tokens", type=int, default=128)
-    parser.add_argument("--methods", default="hd:C,hd:CM,hd:CMS")
-    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks/tiers.json")
+    parser = spec_bench_parser(__doc__, "hd:C,hd:CM,hd:CMS", "benchmarks/tiers.json")
     args = parser.parse_args()
-
-    questions = per_task(load_questions(args.questions), args.per_task)
-    lm = load_model("smollm2-135m")
+    questions, lm = load(args)
 
     def progress(question, runs):
         print(progress_line(question, runs), file=sys.stderr, flush=True)
