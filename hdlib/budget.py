@@ -28,7 +28,6 @@ from tqdm.auto import tqdm
 
 from hdlib.errors import HDError
 from hdlib.models import cache_dir
-from hdlib.tiers.base import Tier
 from hdlib.tree import DraftTree, tree_buffers
 from hdlib.verifier import AttentionLayout, compact_cache, new_cache, prefill, tree_logits
 
@@ -41,13 +40,7 @@ MAX_BUDGET = 64
 
 
 class BudgetPolicy(Protocol):
-    def budget(self, context_len: int) -> int:
-        """The most draft tokens the drafter may propose this step."""
-        ...
-
-    def trim(self, tree: DraftTree) -> int:
-        """The budget the step verifies: the first so many drafted nodes, in the drafter's order."""
-        ...
+    def budget(self, context_len: int) -> int: ...
 
     def observe(self, step: Step) -> None: ...
 
@@ -60,9 +53,6 @@ class FixedBudget:
 
     def budget(self, context_len: int) -> int:
         return self.k
-
-    def trim(self, tree: DraftTree) -> int:
-        return tree.n_drafted
 
     def observe(self, step: Step) -> None:
         pass
@@ -81,54 +71,19 @@ class ForwardProfile:
         return np.interp(n_tokens, np.arange(1, len(self.seconds) + 1), self.seconds)
 
 
-class _Acceptance:
-    """What budgets of 0..max_budget gave over the recent steps whose trees one tier led."""
-
-    def __init__(self, size: int, probe_every: int) -> None:
-        self.weight = np.zeros(size)  # decayed count of steps that saw budget k
-        self.gain = np.zeros(size)  # ... and the tokens they would have emitted with budget k
-        self.nodes = np.zeros(size)  # ... and the draft nodes they would have verified
-        self.wait = probe_every  # steps between probes, now
-        self.since_probe = 0
-        self.probed = False  # the previous choice was a probe
-
-    def best(self, profile: ForwardProfile) -> tuple[int, int]:
-        """(the budget with the highest expected tokens per second, the largest budget seen)."""
-        with np.errstate(invalid="ignore", divide="ignore"):
-            gain = np.where(self.weight > 0, self.gain / self.weight, np.nan)
-            nodes = np.where(self.weight > 0, self.nodes / self.weight, np.nan)
-        gain[0], nodes[0] = 1.0, 0.0  # no drafts: one token per step, always
-        rate = gain / profile.forward_s(1 + nodes)
-        return int(np.nanargmax(rate)), int(np.flatnonzero(~np.isnan(rate))[-1])
-
-    def observe(self, step: Step, max_budget: int, decay: float) -> None:
-        big_k = min(step.budget, max_budget)
-        ks = np.arange(big_k + 1)
-        path = np.asarray(step.accepted_nodes[1:])
-        gain = 1 + np.searchsorted(path, ks, side="right")
-        nodes = np.minimum(ks, step.tree.n_drafted)
-        for total, value in ((self.gain, gain), (self.nodes, nodes), (self.weight, 1.0)):
-            total[: big_k + 1] = decay * total[: big_k + 1] + value
-
-
 class AdaptiveBudget:
     """Chooses k each step from the measured forward times and this generation's acceptance.
 
     The estimates are over the steps that found drafts: a step without drafts costs forward(1)
-    whatever the budget. A step verified with budget K also tells what any smaller budget k would have
-    given: the accepted path cut to the nodes numbered <= k (parents precede children, so the cut is a
-    prefix of the path), at the cost of min(k, drafted) nodes. So every step updates the estimates of
-    all k <= K at once; now and then a larger budget is tried to learn what lies above.
+    whatever the budget. A step verified with budget K also tells what any smaller budget k would have given: the
+    accepted path cut to the nodes numbered <= k (parents precede children, so the cut is a prefix
+    of the path), at the cost of min(k, drafted) nodes. So every step updates the estimates of all
+    k <= K at once; now and then a larger budget is tried to learn what lies above.
 
-    Kept apart per leading tier (the tier of the tree's first draft node): a tree the context tier
-    leads is a copy in progress and often right, one the statistics tier leads (the context had
-    nothing) is a guess from the corpus. Drafting is cheap and verifying is not, so the drafter
-    drafts up to `budget()`, and `trim(tree)` keeps what the leading tier's record says pays.
-
-    Probes back off: while drafting does not pay for a leading tier (its best budget is 0), each
-    probe that fails doubles the wait before its next, up to `max_probe_every` steps, so free text (a
-    translation, sampling at temperature 1) pays for few probes; as soon as drafting pays again, the
-    wait is back to `probe_every`.
+    Probes back off: while drafting does not pay (the best budget is 0), each probe that fails
+    doubles the wait before the next, up to `max_probe_every` steps, so free text (a translation,
+    sampling at temperature 1) pays for few probes; as soon as drafting pays again, the wait is
+    back to `probe_every`.
     """
 
     def __init__(
@@ -139,7 +94,6 @@ class AdaptiveBudget:
         start: int = 8,
         probe_every: int = 8,
         max_probe_every: int = 64,
-        by_tier: bool = True,
     ) -> None:
         self.profile = profile
         self.max_budget = min(max_budget, len(profile.seconds) - 1)
@@ -147,57 +101,54 @@ class AdaptiveBudget:
         self.start = min(start, self.max_budget)  # the budget before anything is known
         self.probe_every = probe_every
         self.max_probe_every = max(max_probe_every, probe_every)
-        self.by_tier = by_tier  # False: one record for every tree, whichever tier leads it
-        self._records: dict[Tier | None, _Acceptance] = {}
-        self.history: list[int] = []  # the budget each step verified
+        self._wait = probe_every  # steps between probes, now
+        self._since_probe = 0
+        self._probed = False  # the previous step was a probe
+        size = self.max_budget + 1
+        self.weight = np.zeros(size)  # decayed count of steps that saw budget k
+        self.gain = np.zeros(size)  # ... and the tokens they would have emitted with budget k
+        self.nodes = np.zeros(size)  # ... and the draft nodes they would have verified
+        self.history: list[int] = []
 
-    def _record(self, tree: DraftTree) -> _Acceptance:
-        lead = tree.tiers[1] if self.by_tier and tree.n_drafted else None
-        if lead not in self._records:
-            self._records[lead] = _Acceptance(self.max_budget + 1, self.probe_every)
-        return self._records[lead]
-
-    @property
-    def weight(self) -> np.ndarray:
-        """Decayed count of the steps each budget was seen with, all leading tiers together."""
-        return sum((r.weight for r in self._records.values()), np.zeros(self.max_budget + 1))
+    def expected_rate(self) -> np.ndarray:
+        """Expected tokens per second for k = 0..max_budget; NaN where nothing is known yet."""
+        with np.errstate(invalid="ignore", divide="ignore"):
+            gain = np.where(self.weight > 0, self.gain / self.weight, np.nan)
+            nodes = np.where(self.weight > 0, self.nodes / self.weight, np.nan)
+        gain[0], nodes[0] = 1.0, 0.0  # no drafts: one token per step, always
+        return gain / self.profile.forward_s(1 + nodes)
 
     def budget(self, context_len: int) -> int:
-        """Enough for any leading tier's choice this step, a probe included."""
-        wanted = [self.start]
-        for record in self._records.values():
-            best, _ = record.best(self.profile)
-            wanted.append(2 * best)
-        return min(self.max_budget, max(wanted))
-
-    def trim(self, tree: DraftTree) -> int:
-        if tree.n_drafted == 0:
-            self.history.append(0)
-            return 0
-        record = self._record(tree)
-        best, known = record.best(self.profile)
+        rate = self.expected_rate()
+        known = int(np.flatnonzero(~np.isnan(rate))[-1])
         if known == 0:
             k = self.start
         else:
-            k = best
+            k = int(np.nanargmax(rate))
             if k > 0:
-                record.wait = self.probe_every
-            elif record.probed:  # a probe was just verified and drafting still does not pay
-                record.wait = min(2 * record.wait, self.max_probe_every)
-            record.since_probe += 1
-            record.probed = record.since_probe >= record.wait
-            if record.probed:
-                # Try twice the best budget, to learn whether more would pay; or, when drafting does
-                # not pay, the start budget again: the text may have turned repetitive.
+                self._wait = self.probe_every
+            elif self._probed:  # a probe was just verified and drafting still does not pay
+                self._wait = min(2 * self._wait, self.max_probe_every)
+            self._since_probe += 1
+            self._probed = self._since_probe >= self._wait
+            if self._probed:
+                # Try twice the best budget, to learn whether more would pay; or, when drafting does not pay, the
+                # start budget again: the text may have turned repetitive.
                 k = min(self.max_budget, max(2 * k, self.start)) if k > 0 else self.start
-                record.since_probe = 0
+                self._since_probe = 0
         self.history.append(k)
-        return k  # may exceed what was drafted: the step then tells what a larger budget gives
+        return k
 
     def observe(self, step: Step) -> None:
         if step.tree.n_drafted == 0:
             return  # every budget would have cost one forward(1) and given one token: no evidence
-        self._record(step.tree).observe(step, self.max_budget, self.decay)
+        big_k = min(step.budget, self.max_budget)
+        ks = np.arange(big_k + 1)
+        path = np.asarray(step.accepted_nodes[1:])
+        gain = 1 + np.searchsorted(path, ks, side="right")
+        nodes = np.minimum(ks, step.tree.n_drafted)
+        for total, value in ((self.gain, gain), (self.nodes, nodes), (self.weight, 1.0)):
+            total[: big_k + 1] = self.decay * total[: big_k + 1] + value
 
 
 def profile_key(model: PreTrainedModel, context_len: int, max_k: int) -> str:

@@ -143,8 +143,6 @@ def decode(
         k = budget.budget(len(tokens))
         start = time.perf_counter()
         tree = drafter.draft(tokens, k, max_depth) if k > 0 else DraftTree(root=tokens[-1])
-        k = budget.trim(tree)
-        tree = tree.truncated(k)
         draft_s = time.perf_counter() - start
 
         past_len = len(tokens) - 1
@@ -220,7 +218,7 @@ def generate(
     prompt: str | Sequence[int],
     tiers: str | Sequence[str | Tier | DraftTier] = DEFAULT_TIERS,
     max_new_tokens: int = 256,
-    budget: int | BudgetPolicy | None = None,
+    budget: int | None = None,
     chat: bool = True,
     temperature: float = 0.0,
     top_p: float = 1.0,
@@ -230,8 +228,7 @@ def generate(
     """Answer `prompt` with HD (or plain decoding when `tiers` is empty) and return the record.
 
     `prompt` is text (wrapped in the model's chat template when `chat`) or token ids. `budget` is the
-    most draft tokens per step; None chooses it per step from the measured forward time
-    (`AdaptiveBudget`); a `BudgetPolicy` instance is used as it is.
+    most draft tokens per step; None chooses it per step from the measured forward time.
     `temperature` 0 is greedy decoding; above 0 HD samples from exactly the distribution plain
     sampling would (with `top_p` and `top_k` applied alike); `seed` makes a sampled answer
     reproducible on the same machine and device (None draws one; it is kept in the result).
@@ -251,10 +248,8 @@ def generate(
         policy: BudgetPolicy = FixedBudget(0)
     elif budget is None:
         policy = AdaptiveBudget(load_or_measure(lm.model))
-    elif isinstance(budget, int):
-        policy = FixedBudget(budget)
     else:
-        policy = budget
+        policy = FixedBudget(budget)
     result = run(lm.model, prompt_ids, drafter, settings, lm.eos_token_ids, policy)
     result.text = lm.decode(result.tokens)
     result.pieces = lm.token_pieces(result.tokens)

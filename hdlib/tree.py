@@ -79,14 +79,6 @@ class DraftTree:
         """The children of `node`, in the order they were added (the drafter's priority)."""
         return list(self._children[node].values())
 
-    def truncated(self, n_drafted: int) -> DraftTree:
-        """The trie of the first `n_drafted` draft nodes (parents come first, so it is a trie)."""
-        if n_drafted >= self.n_drafted:
-            return self
-        end = n_drafted + 1
-        kids = [{t: c for t, c in children.items() if c < end} for children in self._children[:end]]
-        return DraftTree(self.root, self.tokens[:end], self.parents[:end], self.depths[:end], self.tiers[:end], kids)
-
     def path_to(self, node: int) -> list[int]:
         """Node indices from the root to `node`, both included."""
         path = []
