@@ -22,6 +22,7 @@ from pathlib import Path
 from hdlib.bench import Answered
 from hdlib.errors import HDError
 from hdlib.specbench import Question
+from hdlib.store import write_text_atomic
 
 
 def run_settings(
@@ -120,9 +121,7 @@ class ResultsLog:
         """Add one answered question, durably, before the run goes on."""
         if self._keep_lines is not None or not self.path.exists():
             lines = self._keep_lines or [json.dumps({"settings": self.settings})]
-            tmp = self.path.with_name(f".{self.path.name}.tmp{os.getpid()}")
-            tmp.write_text("".join(f"{line}\n" for line in lines), encoding="utf-8")
-            os.replace(tmp, self.path)
+            write_text_atomic(self.path, "".join(f"{line}\n" for line in lines))
             self._keep_lines = None
         with self.path.open("a", encoding="utf-8") as f:
             f.write(json.dumps(answered.to_json()) + "\n")

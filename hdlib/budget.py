@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import statistics
 import time
 from collections.abc import Sequence
@@ -28,6 +27,7 @@ from tqdm.auto import tqdm
 
 from hdlib.errors import HDError
 from hdlib.models import cache_dir
+from hdlib.store import write_text_atomic
 from hdlib.tree import DraftTree, tree_buffers
 from hdlib.verifier import AttentionLayout, compact_cache, new_cache, prefill, tree_logits
 
@@ -209,9 +209,7 @@ def load_or_measure(model: PreTrainedModel, context_len: int = 256, max_k: int =
             pass  # a damaged cache file is measured again
     profile = measure_forward(model, context_len, max_k)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(f".tmp{os.getpid()}")
-    tmp.write_text(json.dumps(asdict(profile)))
-    os.replace(tmp, path)
+    write_text_atomic(path, json.dumps(asdict(profile)))
     return profile
 
 

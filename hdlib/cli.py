@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shlex
 import sys
 from collections.abc import Sequence
@@ -268,6 +267,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from hdlib.decoding import DecodeSettings
     from hdlib.models import get_device, load_model
     from hdlib.specbench import load_questions, per_task
+    from hdlib.store import write_text_atomic
 
     # Everything that can be checked without the model is checked first.
     DecodeSettings(max_new_tokens=args.max_new_tokens, temperature=args.temperature)
@@ -308,7 +308,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         )
         return 130
     bar.close()
-    _write_json(args.out, results)
+    write_text_atomic(args.out, json.dumps(results, indent=1))
     if args.html is not None:
         from hdlib.viz.bench import write_html_report
 
@@ -316,12 +316,6 @@ def cmd_bench(args: argparse.Namespace) -> int:
     print(summary(results))
     print(f"\nwrote {args.out} (raw results: {log.path})" + (f" and {args.html}" if args.html else ""))
     return 0
-
-
-def _write_json(path: Path, data: object) -> None:
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    tmp.write_text(json.dumps(data, indent=1), encoding="utf-8")
-    os.replace(tmp, path)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -27,6 +27,24 @@ FORMAT_VERSION = 1
 _META = "__meta__"
 
 
+def _temporary(path: Path) -> Path:
+    """Where a file is written before it is renamed to `path`: same folder, hidden, this process's."""
+    return path.with_name(f".{path.name}.tmp{os.getpid()}")
+
+
+def write_text_atomic(path: str | Path, text: str) -> Path:
+    """Write `text` (UTF-8) to `path` through a temporary file and a rename: a reader sees the old
+    file or the new one, never half of it."""
+    path = Path(path)
+    tmp = _temporary(path)
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return path
+
+
 def write_db(path: str | Path, meta: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> Path:
     """Write `arrays` and `meta` (JSON-able) to `path`: a temporary file first, then a rename."""
     path = Path(path)
@@ -35,7 +53,7 @@ def write_db(path: str | Path, meta: Mapping[str, Any], arrays: Mapping[str, np.
     full = {"format": FORMAT, "version": FORMAT_VERSION, "written": time.strftime("%Y-%m-%dT%H:%M:%S"), **meta}
     encoded = np.frombuffer(json.dumps(full, sort_keys=True).encode("utf-8"), dtype=np.uint8)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    tmp = _temporary(path)
     try:
         with open(tmp, "wb") as f:
             np.savez(f, **{_META: encoded}, **arrays)

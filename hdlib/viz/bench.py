@@ -8,13 +8,13 @@ self-contained HTML file, plotly.js inlined once, so it opens offline.
 from __future__ import annotations
 
 import html
-import os
 from collections.abc import Mapping
 from pathlib import Path
 
 import plotly.graph_objects as go
 
 from hdlib.bench import fairness_line
+from hdlib.store import write_text_atomic
 from hdlib.tiers.base import Tier
 from hdlib.trace import TIER_COLORS
 
@@ -179,8 +179,4 @@ def report_html(results: Results, title: str = "hdlib bench") -> str:
 
 def write_html_report(results: Results, path: str | Path, title: str = "hdlib bench") -> Path:
     """Write `report_html` to `path` atomically; returns the path."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    tmp.write_text(report_html(results, title), encoding="utf-8")
-    os.replace(tmp, path)
-    return path
+    return write_text_atomic(path, report_html(results, title))
