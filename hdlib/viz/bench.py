@@ -17,8 +17,8 @@ from hdlib.bench import fairness_line
 from hdlib.store import write_text_atomic
 from hdlib.tiers.base import Tier
 from hdlib.trace import TIER_COLORS
+from hdlib.viz.trace import TIERS
 
-TIER_ORDER = (Tier.CONTEXT, Tier.MODEL, Tier.STATISTICS, Tier.TARGET)  # bottom to top in stacks
 BASELINE = "ar"
 # Okabe-Ito without the tier colours' greens/blues first, so methods stay apart from tiers.
 METHOD_COLORS = ("#E69F00", "#56B4E9", "#D55E00", "#000000", "#F0E442", "#009E73", "#0072B2", "#CC79A7", "#999999")
@@ -79,7 +79,7 @@ def tier_share_figure(results: Results) -> go.Figure:
     methods = {n: m for n, m in _methods(results).items() if m["overall"]["tier_share"]}
     names = list(methods)
     fig = go.Figure()
-    for tier in TIER_ORDER:
+    for tier in TIERS:  # bottom to top in the stacks
         y = [methods[n]["overall"]["tier_share"].get(tier.value, 0.0) for n in names]
         fig.add_bar(
             name=tier.value,
