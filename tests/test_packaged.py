@@ -1,7 +1,8 @@
 """The contract on the real thing: HD equals plain greedy decoding on the packaged default model.
 
 Slow (about three minutes on two CPU cores); run in CI. Twelve prompts of six kinds from the
-project's prompt set, and one long prompt of over 1,500 tokens, 128 new tokens each.
+project's prompt set and one long prompt of over 1,500 tokens with the context tier, 128 new tokens
+each; three of them with all three tiers (the default), 96 new tokens.
 """
 
 from __future__ import annotations
@@ -61,3 +62,12 @@ def test_hd_equals_plain_on_gemma3_across_its_sliding_window():
         plain = generate(gemma, ids, (), max_new_tokens=48)
         hd = generate(gemma, ids, "context", max_new_tokens=48, budget=10)
         assert hd.tokens == plain.tokens
+
+
+@pytest.mark.parametrize("i", [1, 6, 10], ids=lambda i: f"prompt{i + 1}")
+def test_hd_with_all_three_tiers_equals_plain_on_the_packaged_model(lm, i):
+    """The default tiers and order (context, model, statistics), the shipped and cached databases."""
+    plain = generate(lm, PROMPTS[i], (), max_new_tokens=96)
+    hd = generate(lm, PROMPTS[i], max_new_tokens=96, budget=16)
+    assert hd.tokens == plain.tokens
+    assert {t.value for t in hd.tier_order} == {"context", "model", "statistics"}
