@@ -4,8 +4,12 @@ Methods by name: `ar` is plain decoding in hdlib's own loop (the baseline); `hf`
 `model.generate` (greedy), `hf-pld` the same with prompt lookup decoding (see hdlib.baselines);
 `hd` is HD with the default tiers and order; `hd:ORDER` names the tiers by letter in the order they
 are asked (`hd:C`, `hd:CM`, `hd:SCM`); `hd:all-orders` stands for all 15 ordered non-empty subsets
-of C, M, S. Question by question, after a warm-up, every method answers every turn (the
-conversation so far is the baseline's), so the drift of a shared machine hits all of them alike.
+of C, M, S. Any hd method may end in `@N` to draft a fixed N tokens per step instead of a budget
+chosen per step from the measured forward time (`hd:CMS@64`; `hd:all-orders@16` puts `@16` on every
+order): where the forward time is flat in k (a GPU) what counts is the MAT at a large fixed budget,
+and that can be measured on any machine. Question by question, after a warm-up, every method answers
+every turn (the conversation so far is the baseline's), so the drift of a shared machine hits all of
+them alike.
 
 Each answered turn is kept as a `Turn` (counts, seconds, a digest of the tokens) and each question
 as an `Answered` record; the metrics are computed from those records only, so a run resumed from
@@ -39,27 +43,49 @@ FAIRNESS_LIMIT = 0.05  # `ar` may be at most this much slower than `hf` to count
 
 @dataclass(frozen=True)
 class Method:
-    name: str
+    name: str  # as given, `@N` included: results are keyed by it
     tiers: tuple[Tier, ...] = ()  # hdlib methods: the tiers in order; empty is plain decoding
     transformers: bool = False  # answered by `model.generate` instead of hdlib's loop
     prompt_lookup: int | None = None  # transformers only: prompt lookup decoding, tokens per draft
+    budget: int | None = None  # hd methods: draft tokens per step; None chooses it per step
 
     @classmethod
     def parse(cls, name: str) -> Method:
-        if name == "ar":
+        base, budget = split_budget(name)
+        if base == "ar":
             return cls(name)
-        if name == "hf":
+        if base == "hf":
             return cls(name, transformers=True)
-        if name == "hf-pld":
+        if base == "hf-pld":
             return cls(name, transformers=True, prompt_lookup=PROMPT_LOOKUP_TOKENS)
-        if name == "hd":
-            return cls(name, DEFAULT_TIERS)
-        if name.startswith("hd:") and len(name) > 3:
-            return cls(name, tuple(parse_tiers(list(name[3:]))))  # type: ignore[arg-type]
+        if base == "hd":
+            return cls(name, DEFAULT_TIERS, budget=budget)
+        if base.startswith("hd:") and len(base) > 3:
+            return cls(name, tuple(parse_tiers(list(base[3:]))), budget=budget)  # type: ignore[arg-type]
         raise HDError(
             f"unknown method {name!r}: use ar, hf, hf-pld, hd, hd:ORDER (tier letters C, M, S, e.g. hd:CM) "
-            f"or {ALL_ORDERS}"
+            f"or {ALL_ORDERS}; an hd method may end in @N for a fixed budget of N draft tokens per step "
+            "(e.g. hd:CMS@64)"
         )
+
+
+def split_budget(name: str) -> tuple[str, int | None]:
+    """`hd:CMS@64` -> ("hd:CMS", 64); a name without `@` -> (name, None). Only hd methods take `@N`."""
+    base, at, suffix = name.partition("@")
+    if not at:
+        return name, None
+    if base in ("ar", "hf", "hf-pld"):
+        raise HDError(
+            f"method {name!r}: only hd methods take a fixed budget @N (hd@N, hd:ORDER@N, {ALL_ORDERS}@N), "
+            f"not {base}"
+        )
+    # Digits only, no leading zero: `hd:C@8` and `hd:C@08` would otherwise be two methods in the results.
+    if not (suffix.isascii() and suffix.isdigit()) or (len(suffix) > 1 and suffix[0] == "0"):
+        raise HDError(
+            f"method {name!r}: the budget after @ must be a non-negative integer, the draft tokens per step "
+            f"(e.g. {base}@16; @0 drafts nothing)"
+        )
+    return base, int(suffix)
 
 
 def all_orders() -> list[str]:
@@ -68,12 +94,20 @@ def all_orders() -> list[str]:
     return [f"hd:{''.join(p)}" for n in range(1, len(letters) + 1) for p in permutations(letters, n)]
 
 
+def expand(name: str) -> list[str]:
+    """hd:all-orders (with its `@N`, if any, on every order) -> the 15 orders; any other name -> itself."""
+    base, budget = split_budget(name)
+    if base != ALL_ORDERS:
+        return [name]
+    return [order if budget is None else f"{order}@{budget}" for order in all_orders()]
+
+
 def parse_methods(names: str | Sequence[str]) -> list[Method]:
-    """Method names ("hf,hd:C" or a list) -> methods, `ar` first, each once, hd:all-orders expanded."""
+    """Method names ("hf,hd:C@8" or a list) -> methods, `ar` first, each once, hd:all-orders expanded."""
     items = [n.strip() for n in names.split(",")] if isinstance(names, str) else [n.strip() for n in names]
     if any(not n for n in items):
         raise HDError(f"empty method name in {names!r}")
-    expanded = [order for n in items for order in (all_orders() if n == ALL_ORDERS else [n])]
+    expanded = [order for n in items for order in expand(n)]
     return [Method.parse(n) for n in dict.fromkeys(["ar", *expanded])]
 
 
@@ -224,7 +258,8 @@ def answer(
             turns.append(Turn.of_transformers(g, lm.decode(g.tokens)))
         else:
             sampling = {"temperature": temperature, "seed": seed + i} if temperature > 0 else {}
-            turns.append(Turn.of(generate(lm, prompt_ids, method.tiers, max_new_tokens=max_new_tokens, **sampling)))
+            g = generate(lm, prompt_ids, method.tiers, max_new_tokens=max_new_tokens, budget=method.budget, **sampling)
+            turns.append(Turn.of(g))
         messages.append({"role": "assistant", "content": history[i] if i < len(history) else turns[-1].text})
     return turns
 

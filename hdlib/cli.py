@@ -99,7 +99,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--questions", type=Path, default=DEFAULT_QUESTIONS, help="Spec-Bench question file (default: the project's data/prompts/prompts.jsonl)")
     bench.add_argument("--per-task", type=_positive, default=None, metavar="K", help="the first K questions of each task (default: all)")
     bench.add_argument("--max-new-tokens", type=_positive, default=256, help="per turn (default 256)")
-    bench.add_argument("--methods", default="hf,hf-pld,hd", help="ar, hf, hf-pld, hd, hd:ORDER (e.g. hd:CM), hd:all-orders; ar always runs (default hf,hf-pld,hd)")
+    bench.add_argument("--methods", default="hf,hf-pld,hd", help="ar, hf, hf-pld, hd, hd:ORDER (e.g. hd:CM), hd:all-orders; an hd method may end in @N, a fixed budget of N draft tokens per step (e.g. hd:CMS@64, hd:all-orders@16); ar always runs (default hf,hf-pld,hd)")
     bench.add_argument("--temperature", type=float, default=0.0, help="0 is greedy (default); above 0 every method samples")
     bench.add_argument("--model", default=DEFAULT_MODEL)
     bench.add_argument("--out", type=Path, default=Path("bench.json"), help="results JSON (default bench.json); raw results go beside it, NAME.raw.jsonl")

@@ -1,7 +1,8 @@
 """The Spec-Bench harness: methods, metrics from raw records, resume, the report, `hdlib bench`.
 
 Integration tests run on a tiny random model (tests/tiny.py) with methods that need no database:
-ar, hf, hf-pld and hd:C. Everything else (figures, fairness, the raw file) is checked on plain data.
+ar, hf, hf-pld and hd:C (also with a fixed budget, hd:C@N). Everything else (figures, fairness, the
+raw file) is checked on plain data.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import json
 import pytest
 from tiny import save_tiny
 
+import hdlib.bench
 import hdlib.models
 from hdlib.bench import ALL_ORDERS, Answered, Method, Tally, Turn, fairness_line, parse_methods, run_benchmark
 from hdlib.benchlog import ResultsLog, raw_path, run_settings
@@ -77,6 +79,61 @@ def test_method_names():
     ]:
         with pytest.raises(HDError, match=message):
             parse_methods(["hf", bad])
+
+
+def test_an_hd_method_may_end_in_a_fixed_budget():
+    cms = Method.parse("hd:CMS@64")
+    assert cms.name == "hd:CMS@64" and cms.budget == 64  # the name keeps @N: results are keyed by it
+    assert cms.tiers == (Tier.CONTEXT, Tier.MODEL, Tier.STATISTICS)
+    assert Method.parse("hd@16").tiers == Method.parse("hd").tiers and Method.parse("hd@16").budget == 16
+    assert Method.parse("hd:C@0").budget == 0 and Method.parse("hd:C").budget is None
+    assert Method.parse("ar").budget is None and Method.parse("hf-pld").budget is None
+
+    methods = parse_methods(f"{ALL_ORDERS}@16")
+    assert methods[0].name == "ar" and methods[0].budget is None
+    orders = methods[1:]
+    assert len(orders) == 15 and {m.budget for m in orders} == {16}
+    assert orders[0].name == "hd:C@16" and orders[-1].name == "hd:SMC@16"
+    assert [m.name.removesuffix("@16") for m in orders] == [m.name for m in parse_methods(ALL_ORDERS)[1:]]
+    both = [m.name for m in parse_methods(["hd:C", "hd:C@8", "hd:C@8"])]
+    assert both == ["ar", "hd:C", "hd:C@8"]  # the same order at another budget is another method
+
+    for bad, message in [
+        ("ar@8", "'ar@8': only hd methods take a fixed budget @N"),
+        ("hf@8", "not hf$"),
+        ("hf-pld@10", "not hf-pld$"),
+        ("hd:C@", "'hd:C@': the budget after @ must be a non-negative integer"),
+        ("hd:C@x", "'hd:C@x': the budget after @ must be"),
+        ("hd:C@-1", "'hd:C@-1': the budget after @ must be"),
+        ("hd:C@8@8", "'hd:C@8@8': the budget after @ must be"),
+        ("hd:C@08", "non-negative integer"),
+        ("hd@1.5", "non-negative integer"),
+        (f"{ALL_ORDERS}@x", f"'{ALL_ORDERS}@x': the budget after @ must be"),
+        ("hd:CX@8", "unknown tier 'X'"),
+        ("pld@8", "unknown method 'pld@8'.*may end in @N"),
+    ]:
+        with pytest.raises(HDError, match=message):
+            parse_methods(["hf", bad])
+
+
+def test_a_fixed_budget_reaches_generate(lm, monkeypatch):
+    steps: dict[int | None, list[tuple[int, int]]] = {}  # budget asked for -> (budget, drafted) of each step
+    real = hdlib.bench.generate
+
+    def spy(*args, budget=None, **kwargs):
+        g = real(*args, budget=budget, **kwargs)
+        steps.setdefault(budget, []).extend((s.budget, s.tree.n_drafted) for s in g.steps)
+        return g
+
+    monkeypatch.setattr(hdlib.bench, "generate", spy)
+    questions = [Question(1, "qa", ("hello how hello how hello how",))]
+    r = run_benchmark(lm, questions, ["hd:C@0", "hd:C@8"], max_new_tokens=64)
+    assert set(steps) == {None, 0, 8}  # None: ar, whose empty drafter never drafts
+    assert {k for k, _ in steps[0]} == {0} and sum(n for _, n in steps[0]) == 0
+    assert {k for k, _ in steps[8]} == {8} and sum(n for _, n in steps[8]) > 0  # the model repeats itself
+    methods = r["methods"]
+    assert methods["hd:C@0"]["overall"]["mat"] == 1.0 and methods["hd:C@0"]["overall"]["tier_share"] == {"target": 1.0}
+    assert methods["hd:C@8"]["overall"]["identical_frac"] == 1.0 and methods["hd:C@8"]["overall"]["mat"] >= 1.0
 
 
 def test_bad_lines_are_reported_with_their_number_and_skipped(tmp_path):
@@ -168,7 +225,7 @@ def test_fairness_line():
 
 
 def test_figures(results):
-    from hdlib.viz.bench import order_ablation_figure, order_methods, report_figures
+    from hdlib.viz.bench import order_ablation_figure, order_methods, order_of, report_figures
 
     figures = report_figures(results)
     assert set(figures) == {"speedup", "mat", "tier_share", "order_ablation"}  # hd:C is an order
@@ -189,6 +246,13 @@ def test_figures(results):
     bars = order_ablation_figure(synthetic).data[0]
     assert list(bars.y) == ["hd:M", "hd:SC", "hd:CM"]  # drawn bottom up: the fastest on top
     assert bars.marker.color[0] == TIER_COLORS[Tier.MODEL] and bars.marker.color[1] == TIER_COLORS[Tier.STATISTICS]
+
+    speedups = [("ar", 1.0), ("hd:SC@16", 1.1), ("hd:M@16", 1.3)]
+    fixed = {"methods": {n: {"overall": {"speedup": s, "mat": 3.0}} for n, s in speedups}}
+    assert order_methods(fixed) == ["hd:M@16", "hd:SC@16"] and order_of("hd:SC@16") == "SC" == order_of("hd:SC")
+    bars = order_ablation_figure(fixed).data[0]
+    assert list(bars.y) == ["hd:SC@16", "hd:M@16"]  # labelled by the full name, coloured by the first tier
+    assert list(bars.marker.color) == [TIER_COLORS[Tier.STATISTICS], TIER_COLORS[Tier.MODEL]]
 
 
 def bench_argv(folder, questions, out, *extra):
@@ -286,6 +350,8 @@ def test_resume_refuses_other_settings_and_drops_a_cut_line(tmp_path):
     [
         (["--methods", "hf,pld"], "unknown method 'pld'"),
         (["--methods", "hd:CQ"], "unknown tier 'Q'"),
+        (["--methods", "hf@8"], "only hd methods take a fixed budget @N"),
+        (["--methods", "hd:C@x"], "the budget after @ must be a non-negative integer"),
         (["--per-task", "0"], "must be at least 1"),
         (["--max-new-tokens", "0"], "must be at least 1"),
         (["--temperature", "-1"], "temperature must be a finite number >= 0"),

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import plotly.graph_objects as go
 
-from hdlib.bench import fairness_line
+from hdlib.bench import fairness_line, split_budget
 from hdlib.store import write_text_atomic
 from hdlib.tiers.base import Tier
 from hdlib.trace import TIER_COLORS
@@ -93,8 +93,13 @@ def tier_share_figure(results: Results) -> go.Figure:
     return fig
 
 
+def order_of(name: str) -> str:
+    """The tier letters of an `hd:ORDER` method, a fixed budget dropped: `hd:SC@16` -> "SC"."""
+    return split_budget(name)[0][3:]
+
+
 def order_methods(results: Results) -> list[str]:
-    """The `hd:ORDER` methods of the results, fastest first."""
+    """The `hd:ORDER` methods of the results (`@N` or not), fastest first."""
     methods = _methods(results)
     named = [n for n in methods if n.startswith("hd:")]
     return sorted(named, key=lambda n: -methods[n]["overall"]["speedup"])
@@ -104,7 +109,7 @@ def order_ablation_figure(results: Results) -> go.Figure:
     """The tier orders (`hd:ORDER` methods) sorted by overall speedup, each bar in its first tier's colour."""
     methods = _methods(results)
     names = order_methods(results)[::-1]  # plotly draws horizontal bars bottom up: fastest on top
-    colors = [TIER_COLORS[Tier.parse(n[3])] for n in names]
+    colors = [TIER_COLORS[Tier.parse(order_of(n)[0])] for n in names]
     fig = go.Figure(
         go.Bar(
             x=[methods[n]["overall"]["speedup"] for n in names],
