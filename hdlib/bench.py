@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from itertools import permutations
 
 from hdlib.baselines import PROMPT_LOOKUP_TOKENS, HFGeneration, hf_generate
+from hdlib.cpu import describe_machine
 from hdlib.decoding import generate
 from hdlib.errors import HDError
 from hdlib.models import LoadedModel
@@ -304,6 +305,7 @@ def run_benchmark(
     return {
         "model": lm.name,
         "device": str(lm.device),
+        "machine": describe_machine(),
         "temperature": temperature,
         "max_new_tokens": max_new_tokens,
         "questions": len(questions),

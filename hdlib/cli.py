@@ -52,6 +52,7 @@ def _budget(text: str) -> int | None:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from hdlib.cpu import PREPACK_CHOICES
     from hdlib.models import DEFAULT_MODEL
 
     parser = _Parser(prog="hdlib", description="Hierarchy Drafting: lossless speculative decoding from tiers of n-gram databases.")
@@ -70,6 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--top-k", type=int, default=0, help="sampling: most likely tokens kept (default 0, all)")
     gen.add_argument("--seed", type=int, default=None, help="sampling: makes the answer reproducible (default: drawn, then printed)")
     gen.add_argument("--device", default=None, help="cuda or cpu (default: cuda when present)")
+    gen.add_argument("--prepack", choices=PREPACK_CHOICES, default="head", help="CPU: linear layers run with oneDNN-prepacked weights (default head: the output layer)")
     gen.add_argument("--no-compare", action="store_true", help="skip the plain-decoding run (no speedup reported)")
     gen.add_argument("--color", choices=["auto", "always", "never"], default="auto")
 
@@ -102,6 +104,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--methods", default="hf,hf-pld,hd", help="ar, hf, hf-pld, hd, hd:ORDER (e.g. hd:CM), hd:all-orders; an hd method may end in @N, a fixed budget of N draft tokens per step (e.g. hd:CMS@64, hd:all-orders@16); ar always runs (default hf,hf-pld,hd)")
     bench.add_argument("--temperature", type=float, default=0.0, help="0 is greedy (default); above 0 every method samples")
     bench.add_argument("--model", default=DEFAULT_MODEL)
+    bench.add_argument("--prepack", choices=PREPACK_CHOICES, default="head", help="CPU: linear layers run with oneDNN-prepacked weights (default head: the output layer)")
     bench.add_argument("--out", type=Path, default=Path("bench.json"), help="results JSON (default bench.json); raw results go beside it, NAME.raw.jsonl")
     bench.add_argument("--html", type=Path, default=None, help="also write an HTML report with charts")
     bench.add_argument("--resume", action="store_true", help="continue an interrupted run from its raw results")
@@ -143,7 +146,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
     DecodeSettings(max_new_tokens=args.max_new_tokens, **sampling)
     prompt = read_prompt(args)
 
-    lm = load_model(args.model, device=args.device)
+    lm = load_model(args.model, device=args.device, prepack=args.prepack)
     generate(lm, prompt, tiers, max_new_tokens=1, budget=0)  # warm-up; also checks the prompt length
     plain = None if args.no_compare else generate(lm, prompt, (), max_new_tokens=args.max_new_tokens, **sampling)
     hd = generate(lm, prompt, tiers, max_new_tokens=args.max_new_tokens, budget=args.budget, **sampling)
@@ -288,7 +291,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     settings = run_settings(args.model, device, args.temperature, args.max_new_tokens, methods, questions)
     log = ResultsLog(raw_path(args.out), settings, resume=args.resume)
 
-    lm = load_model(args.model)
+    lm = load_model(args.model, prepack=args.prepack)
     bar = tqdm(total=len(questions), initial=len(log.done), desc="questions", unit="q", file=sys.stderr)
 
     def on_question(question, answered) -> None:

@@ -24,6 +24,8 @@ import torch
 import transformers
 from transformers import AutoModelForCausalLM, AutoTokenizer, GgufConfig, PreTrainedModel, PreTrainedTokenizerBase
 
+from hdlib.cpu import PREPACK_CHOICES
+from hdlib.cpu import prepack as prepack_linears
 from hdlib.errors import HDError
 
 DEFAULT_MODEL = "smollm2-135m"
@@ -144,11 +146,16 @@ def load_model(
     name_or_path: str = DEFAULT_MODEL,
     device: str | torch.device | None = None,
     dtype: torch.dtype | str | None = None,
+    prepack: str = "head",
 ) -> LoadedModel:
     """Load a packaged model (see `PACKAGED`), a folder written by `save_pretrained`, or a Hub id.
 
     `dtype` is float32 unless asked otherwise ("bfloat16", "float16"), on CPU and GPU alike.
+    `prepack`: on the CPU in float32, which linear layers get oneDNN's prepacked weights for a
+    cheaper forward pass ("head", the output layer; "all"; "none"): see `hdlib.cpu`.
     """
+    if prepack not in PREPACK_CHOICES:
+        raise HDError(f"prepack must be one of {', '.join(PREPACK_CHOICES)}, got {prepack!r}")
     chosen_device, chosen_dtype = get_device(device), _resolve_dtype(dtype)
     folder = Path(name_or_path).expanduser()
     if name_or_path in PACKAGED:
@@ -169,6 +176,7 @@ def load_model(
         reason = " ".join(str(error).split())[:300]
         raise HDError(f"cannot load model '{name_or_path}': {advice}; reason: {reason}") from error
     model.to(chosen_device).eval()
+    prepack_linears(model, prepack)
     return LoadedModel(
         model=model,
         tokenizer=tokenizer,

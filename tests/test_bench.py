@@ -24,7 +24,7 @@ from hdlib.trace import TIER_COLORS
 
 METHODS = ["hf", "hf-pld", "hd:C"]
 METRIC_KEYS = {"speedup", "mat", "tokens_per_s", "draft_ms", "overhead_frac", "identical_frac", "tier_share"}
-TOP_KEYS = {"model", "device", "temperature", "max_new_tokens", "questions", "methods"}
+TOP_KEYS = {"machine", "model", "device", "temperature", "max_new_tokens", "questions", "methods"}
 ROWS = [
     {"question_id": 11, "category": "writing", "turns": ["hello world how are you", "how are you world"]},
     {"question_id": 12, "category": "rag", "turns": ["you are hello hello world world"]},

@@ -164,7 +164,7 @@ def _metrics_table(results: Results) -> str:
 def report_html(results: Results, title: str = "hdlib bench") -> str:
     """The whole report as one HTML page: settings, overall metrics, fairness line, the figures."""
     settings = (
-        f"model {results['model']} on {results['device']}, temperature {results['temperature']:g}, "
+        f"model {results['model']} on {results['device']}{_cpu(results)}, temperature {results['temperature']:g}, "
         f"at most {results['max_new_tokens']} new tokens, {results['questions']} questions"
     )
     figures = []
@@ -185,3 +185,11 @@ def report_html(results: Results, title: str = "hdlib bench") -> str:
 def write_html_report(results: Results, path: str | Path, title: str = "hdlib bench") -> Path:
     """Write `report_html` to `path` atomically; returns the path."""
     return write_text_atomic(path, report_html(results, title))
+
+
+def _cpu(results: Mapping[str, object]) -> str:
+    """" (CPU name, N threads)" when the results say which CPU ran them (results before 2026-12 do not)."""
+    machine = results.get("machine")
+    if not isinstance(machine, Mapping):
+        return ""
+    return f" ({machine.get('cpu', '?')}, {machine.get('threads', '?')} threads)"

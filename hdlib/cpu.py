@@ -1,0 +1,123 @@
+"""A cheaper forward pass on the CPU: linear layers whose weights are prepacked for oneDNN.
+
+A verification pass over k tokens multiplies a (k, d) activation by every weight matrix. For a few
+rows PyTorch's default CPU matmul changes kernels with k, and its cost jumps (on an AVX-512 Xeon, the
+SmolLM2 output layer, 49,152 x 576, costs the same for 1 to 3 rows and twice that for 4 to 8). oneDNN
+with the weight reordered once into its blocked layout (what `torch.compile`'s CPU freezing does)
+keeps the cost nearly flat in k. Which kernel wins depends on the processor and on k: prepacking
+every layer gained on an AVX2-only AMD (forward(1) 128 -> 99 ms) and lost at k <= 3 on an AVX-512
+Xeon. So each prepacked layer keeps both weights and times both kernels for 1..16 rows when it is
+made, then runs the faster one for each row count. `load_model` prepacks the output layer by default
+on the CPU (the largest matrix, where the gain is largest), and `prepack="all"` every linear layer.
+The numbers are in benchmarks/cpu_forward.json; `benchmarks/cpu_forward.py` measures a machine.
+
+The prepacked layer computes the same product with another summation order: greedy output can
+differ from the unpacked model's only at a near-tie of the argmax, as between any two kernels. HD
+and plain decoding run the same layers, so the output stays identical between them.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+
+import torch
+from torch import nn
+
+from hdlib.errors import HDError
+
+PREPACK_CHOICES = ("none", "head", "all")
+
+
+CALIBRATED_ROWS = 16  # row counts timed both ways; more rows always take the prepacked kernel
+
+
+class PrepackedLinear(nn.Module):
+    """`nn.Linear` for inference with a second copy of its weight reordered once for oneDNN.
+
+    Each row count (tokens in the pass) up to `CALIBRATED_ROWS` takes the kernel that was faster
+    when both were timed on this machine; the default one stays where it wins (often one row).
+    """
+
+    def __init__(self, linear: nn.Linear, calibrate: bool = True) -> None:
+        super().__init__()
+        self.weight, self.bias = linear.weight, linear.bias
+        with torch.no_grad():
+            self.packed = torch.ops.mkldnn._reorder_linear_weight(linear.weight.detach(), None)
+        self.in_features, self.out_features = linear.in_features, linear.out_features
+        self.packed_rows = [True] * (CALIBRATED_ROWS + 1)  # index: rows; whether the packed kernel runs
+        if calibrate:
+            self.calibrate()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        shape = x.shape
+        rows = x.numel() // shape[-1]
+        if rows <= CALIBRATED_ROWS and not self.packed_rows[rows]:
+            return nn.functional.linear(x, self.weight, self.bias)
+        out = torch.ops.mkldnn._linear_pointwise(x.reshape(rows, shape[-1]), self.packed, self.bias, "none", [], "")
+        return out.reshape(*shape[:-1], self.out_features)
+
+    @torch.inference_mode()
+    def calibrate(self, repeats: int = 5) -> None:
+        """Time both kernels for 1..CALIBRATED_ROWS rows; keep the faster one for each."""
+        for rows in range(1, CALIBRATED_ROWS + 1):
+            x = torch.randn(rows, self.in_features, dtype=self.weight.dtype)
+            self.packed_rows[rows] = True
+            packed = _median_seconds(lambda: self(x), repeats)
+            self.packed_rows[rows] = False
+            default = _median_seconds(lambda: self(x), repeats)
+            self.packed_rows[rows] = packed < default
+
+
+def _median_seconds(call, repeats: int) -> float:
+    call()  # the first call may allocate
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        call()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def can_prepack(model: nn.Module) -> bool:
+    """oneDNN prepacking applies to float32 models on the CPU of a torch built with oneDNN."""
+    param = next(model.parameters())
+    return param.device.type == "cpu" and param.dtype == torch.float32 and torch.backends.mkldnn.is_available()
+
+
+def prepack(model: nn.Module, which: str = "head") -> str:
+    """Replace the output layer ("head") or every linear layer ("all") by its prepacked twin; return
+    what was done ("none" where the model is not a float32 model on the CPU)."""
+    if which not in PREPACK_CHOICES:
+        raise HDError(f"prepack must be one of {', '.join(PREPACK_CHOICES)}, got {which!r}")
+    if which == "none" or not can_prepack(model):
+        return "none"
+    head = model.get_output_embeddings()
+    if not isinstance(head, nn.Linear):
+        return "none"
+    if which == "all":
+        for module in list(model.modules()):
+            for name, child in list(module.named_children()):
+                if isinstance(child, nn.Linear) and child is not head:
+                    setattr(module, name, PrepackedLinear(child))
+    model.set_output_embeddings(PrepackedLinear(head))
+    return which
+
+
+def describe_machine() -> dict[str, object]:
+    """What a CPU benchmark result depends on: the processor, its vector extensions, the threads."""
+    name, flags = "", set()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as info:
+            for line in info:
+                key, _, value = line.partition(":")
+                if key.strip() == "model name" and not name:
+                    name = value.strip()
+                elif key.strip() == "flags" and not flags:
+                    flags = set(value.split())
+    except OSError:
+        import platform
+
+        name = platform.processor() or platform.machine()
+    vector = sorted(f for f in flags if f.startswith(("avx", "amx")))
+    return {"cpu": name, "vector_flags": vector, "threads": torch.get_num_threads(), "torch": torch.__version__}

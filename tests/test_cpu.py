@@ -1,0 +1,59 @@
+"""The CPU path: prepacked linear layers compute what nn.Linear computes, and decoding is unchanged."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from tiny import tiny_llama
+
+from hdlib.cpu import CALIBRATED_ROWS, PrepackedLinear, describe_machine, prepack
+from hdlib.decoding import DecodeSettings, run
+from hdlib.errors import HDError
+from hdlib.models import load_model
+
+pytestmark = pytest.mark.skipif(not torch.backends.mkldnn.is_available(), reason="torch built without oneDNN")
+
+
+@pytest.mark.parametrize("packed", [True, False])
+def test_a_prepacked_layer_computes_the_linear_product_with_either_kernel(packed):
+    torch.manual_seed(0)
+    linear = torch.nn.Linear(48, 80)
+    layer = PrepackedLinear(linear, calibrate=False)
+    layer.packed_rows = [packed] * (CALIBRATED_ROWS + 1)
+    with torch.inference_mode():
+        for shape in [(1, 48), (3, 48), (1, 7, 48), (2, 20, 48)]:  # 20 rows and more: always packed
+            x = torch.randn(*shape)
+            assert torch.allclose(layer(x), linear(x), atol=1e-5)
+
+
+def test_calibration_chooses_a_kernel_for_every_calibrated_row_count():
+    layer = PrepackedLinear(torch.nn.Linear(64, 64))
+    assert len(layer.packed_rows) == CALIBRATED_ROWS + 1
+    assert all(isinstance(choice, bool) for choice in layer.packed_rows)
+
+
+@pytest.mark.parametrize("which", ["head", "all"])
+def test_decoding_with_prepacked_layers_equals_decoding_without(which):
+    prompt = (5, 6, 7, 8, 9) * 3
+    want = run(tiny_llama(), prompt, None, DecodeSettings(max_new_tokens=30)).tokens
+    model = tiny_llama()
+    assert prepack(model, which) == which
+    assert isinstance(model.get_output_embeddings(), PrepackedLinear)
+    layers = [m for m in model.modules() if isinstance(m, PrepackedLinear)]
+    assert len(layers) == (1 if which == "head" else 1 + 7 * model.config.num_hidden_layers)
+    assert run(model, prompt, None, DecodeSettings(max_new_tokens=30)).tokens == want
+
+
+def test_prepacking_is_skipped_where_it_does_not_apply_and_refused_when_unknown(tmp_path):
+    half = tiny_llama().to(torch.bfloat16)
+    assert prepack(half, "head") == "none"
+    assert not isinstance(half.get_output_embeddings(), PrepackedLinear)
+    with pytest.raises(HDError, match="prepack must be one of none, head, all"):
+        prepack(tiny_llama(), "everything")
+    with pytest.raises(HDError, match="prepack must be one of"):  # before anything is loaded
+        load_model(str(tmp_path / "no-such-model"), prepack="fast")
+
+
+def test_the_machine_is_described_for_benchmark_records():
+    machine = describe_machine()
+    assert machine["threads"] == torch.get_num_threads() and isinstance(machine["vector_flags"], list)
