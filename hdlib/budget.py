@@ -40,12 +40,34 @@ MAX_BUDGET = 64
 
 
 class BudgetPolicy(Protocol):
+    per_tier: bool  # the budget is each tier's (candidates), not the tiers' together
+
     def budget(self, context_len: int) -> int: ...
+
+    def select(self, tree: DraftTree) -> tuple[DraftTree, tuple[float, ...] | None]:
+        """The part of the drafted tree to verify, and each kept node's estimated acceptance (or None)."""
+        ...
 
     def observe(self, step: Step) -> None: ...
 
+    def finish(self) -> None:
+        """The generation is over."""
+        ...
 
-class FixedBudget:
+
+class _VerifyAll:
+    """Budget policies that verify the whole drafted tree and keep nothing across generations."""
+
+    per_tier = False
+
+    def select(self, tree: DraftTree) -> tuple[DraftTree, tuple[float, ...] | None]:
+        return tree, None
+
+    def finish(self) -> None:
+        pass
+
+
+class FixedBudget(_VerifyAll):
     def __init__(self, k: int) -> None:
         if not isinstance(k, int) or k < 0:
             raise HDError(f"the draft budget must be a non-negative integer, got {k!r}")
@@ -71,7 +93,7 @@ class ForwardProfile:
         return np.interp(n_tokens, np.arange(1, len(self.seconds) + 1), self.seconds)
 
 
-class AdaptiveBudget:
+class AdaptiveBudget(_VerifyAll):
     """Chooses k each step from the measured forward times and this generation's acceptance.
 
     The estimates are over the steps that found drafts: a step without drafts costs forward(1)
@@ -154,7 +176,9 @@ class AdaptiveBudget:
 def profile_key(model: PreTrainedModel, context_len: int, max_k: int) -> str:
     """Identifies model architecture and size, dtype, device and threads: what forward time depends on."""
     config = model.config.to_json_string(use_diff=False)
+    layers = sorted({type(m).__name__ for m in model.modules()})  # prepacked layers (hdlib.cpu) run at other speeds
     parts = [config, str(model.dtype), str(model.device), str(torch.get_num_threads()), str(context_len), str(max_k)]
+    parts += layers
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
 
 

@@ -19,13 +19,15 @@ from typing import TYPE_CHECKING
 import torch
 from transformers import PreTrainedModel
 
-from hdlib.budget import AdaptiveBudget, BudgetPolicy, FixedBudget, load_or_measure
+from hdlib.budget import BudgetPolicy, FixedBudget, load_or_measure
 from hdlib.drafter import Drafter
 from hdlib.errors import HDError
 from hdlib.sampling import Sampler, Warp
 from hdlib.tiers import DEFAULT_TIERS, DraftTier, Tier, make_tier, parse_tiers
+from hdlib.models import cache_dir
 from hdlib.trace import Generation, Step, StepTimes
 from hdlib.tree import DraftTree, tree_buffers
+from hdlib.value import AcceptancePrior, ValueTree
 from hdlib.verifier import AttentionLayout, compact_cache, greedy_accept, new_cache, prefill, tree_logits
 
 if TYPE_CHECKING:
@@ -85,12 +87,21 @@ class _Verifier:
         prefill(self.model, tokens, self.cache)
 
     @torch.inference_mode()
-    def step(self, tree: DraftTree, past_len: int) -> tuple[list[int], int, list[float]]:
-        """Accepted node path, the model's own last token, and the seconds of [tree, forward, accept, compact]."""
+    def step(
+        self, tree: DraftTree, past_len: int, successors: int = 0
+    ) -> tuple[list[int], int, list[float], tuple[list[list[int]], list[list[float]]] | None]:
+        """Accepted node path, the model's own last token, the seconds of [tree, forward, accept,
+        compact], and (when `successors` > 0) the model's that many most likely tokens after each
+        node with their probabilities."""
         marks = [time.perf_counter()]
         buffers = tree_buffers(tree, past_len, self.device)
         marks.append(time.perf_counter())
         logits = tree_logits(self.model, self.layout, buffers, self.cache, past_len)
+        top = None
+        if successors:
+            best = logits.topk(successors, dim=-1)
+            probs = (best.values - logits.logsumexp(dim=-1, keepdim=True)).exp()
+            top = (best.indices.tolist(), probs.tolist())
         if self.sampler is None:
             predictions = logits.argmax(dim=-1)
             _sync(self.device)
@@ -103,7 +114,7 @@ class _Verifier:
         marks.append(time.perf_counter())
         compact_cache(self.cache, past_len, path)
         marks.append(time.perf_counter())
-        return path, bonus, [b - a for a, b in pairwise(marks)]
+        return path, bonus, [b - a for a, b in pairwise(marks)], top
 
 
 def decode(
@@ -134,6 +145,7 @@ def decode(
     verifier = _Verifier(model, sampler)
     verifier.prefill(tokens[:-1])
     drafter.begin(tokens)
+    successors = drafter.successors_wanted
     generated = 0
     index = 0
     while generated < settings.max_new_tokens and len(tokens) < limit:
@@ -142,13 +154,16 @@ def decode(
         max_depth = min(settings.max_new_tokens - generated, limit - len(tokens)) - 1
         k = budget.budget(len(tokens))
         start = time.perf_counter()
-        tree = drafter.draft(tokens, k, max_depth) if k > 0 else DraftTree(root=tokens[-1])
+        tree = drafter.draft(tokens, k, max_depth, budget.per_tier) if k > 0 else DraftTree(root=tokens[-1])
+        tree, estimates = budget.select(tree)
         draft_s = time.perf_counter() - start
 
         past_len = len(tokens) - 1
-        path, bonus, (tree_s, forward_s, accept_s, compact_s) = verifier.step(tree, past_len)
+        path, bonus, (tree_s, forward_s, accept_s, compact_s), top = verifier.step(tree, past_len, successors)
 
         start = time.perf_counter()
+        if top is not None:
+            drafter.observe_model(tree.tokens, *top)
         emitted = [tree.tokens[n] for n in path[1:]] + [bonus]
         tiers = [tree.tiers[n] for n in path[1:]] + [Tier.TARGET]
         for i, token in enumerate(emitted):
@@ -169,12 +184,14 @@ def decode(
             tokens=tuple(emitted),
             tiers=tuple(tiers),
             times=StepTimes(draft_s, tree_s, forward_s, accept_s, update_s),
+            estimates=estimates,
         )
         budget.observe(step)
         index += 1
         yield step
         if emitted[-1] in eos:
-            return
+            break
+    budget.finish()
 
 
 def stop_reason(tokens: Sequence[int], eos: frozenset[int], max_new_tokens: int) -> str:
@@ -247,7 +264,8 @@ def generate(
     if not drafter.tiers:
         policy: BudgetPolicy = FixedBudget(0)
     elif budget is None:
-        policy = AdaptiveBudget(load_or_measure(lm.model))
+        profile = load_or_measure(lm.model)
+        policy = ValueTree(profile, AcceptancePrior.for_model(cache_dir() / "acceptance", profile.key))
     else:
         policy = FixedBudget(budget)
     result = run(lm.model, prompt_ids, drafter, settings, lm.eos_token_ids, policy)

@@ -36,21 +36,37 @@ class Drafter:
         for tier in self.tiers:
             tier.update(accepted)
 
-    def draft(self, context: Sequence[int], budget: int, max_depth: int) -> DraftTree:
-        """A trie rooted at the newest context token with at most `budget` draft tokens."""
+    @property
+    def successors_wanted(self) -> int:
+        """How many of the model's most likely next tokens per verified node the tiers learn from."""
+        return max((t.successors_wanted for t in self.tiers), default=0)
+
+    def observe_model(
+        self, tokens: Sequence[int], successors: Sequence[Sequence[int]], probabilities: Sequence[Sequence[float]]
+    ) -> None:
+        for tier in self.tiers:
+            if tier.successors_wanted:
+                tier.observe_model(tokens, successors, probabilities)
+
+    def draft(self, context: Sequence[int], budget: int, max_depth: int, per_tier: bool = False) -> DraftTree:
+        """A trie rooted at the newest context token with at most `budget` draft tokens.
+
+        With `per_tier`, every tier may add `budget` tokens of its own (candidates for a policy that
+        keeps only the nodes worth verifying); otherwise a tier gets what the tiers before it left.
+        """
         tree = DraftTree(root=context[-1])
         self.lookup_s = {}
         if max_depth <= 0:
             return tree
         for tier in self.tiers:
-            left = budget - tree.n_drafted
+            left = budget if per_tier else budget - tree.n_drafted
             if left <= 0:
                 break
             start = time.perf_counter()
-            drafts = tier.lookup(context, left)
+            proposals = tier.propose(context, left)
             self.lookup_s[tier.tier] = time.perf_counter() - start
-            for draft in drafts:
-                left -= tree.add(draft, tier.tier, max_new=left, max_depth=max_depth)
+            for p in proposals:
+                left -= tree.add(p.tokens, tier.tier, left, max_depth, p.key_length, p.source, p.confidence)
                 if left <= 0:
                     break
         return tree

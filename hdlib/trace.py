@@ -46,6 +46,9 @@ class Step:
     tokens: tuple[int, ...]  # what the step emitted: accepted drafts, then the bonus token
     tiers: tuple[Tier, ...]  # one per emitted token
     times: StepTimes
+    # The value-ranked tree's estimate, per node, that the model accepts it (the root: 1); None when
+    # the budget policy does not estimate (a fixed budget).
+    estimates: tuple[float, ...] | None = None
 
     @property
     def n_accepted_drafts(self) -> int:

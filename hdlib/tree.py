@@ -34,12 +34,15 @@ class DraftTree:
     parents: list[int] = field(default_factory=list)
     depths: list[int] = field(default_factory=list)
     tiers: list[Tier | None] = field(default_factory=list)
+    key_lengths: list[int] = field(default_factory=list)  # context tokens the node's draft matched on
+    sources: list[str] = field(default_factory=list)  # the part of its tier that drafted the node
+    confidences: list[float] = field(default_factory=list)  # the tier's own estimate for the node; -1: none
     _children: list[dict[int, int]] = field(default_factory=list, repr=False)
 
     def __post_init__(self) -> None:
         if not self.tokens:
             self.tokens, self.parents, self.depths, self.tiers = [self.root], [-1], [0], [None]
-            self._children = [{}]
+            self.key_lengths, self.sources, self.confidences, self._children = [0], [""], [1.0], [{}]
 
     def __len__(self) -> int:
         return len(self.tokens)
@@ -48,7 +51,16 @@ class DraftTree:
     def n_drafted(self) -> int:
         return len(self.tokens) - 1
 
-    def add(self, draft: Sequence[int], tier: Tier, max_new: int, max_depth: int) -> int:
+    def add(
+        self,
+        draft: Sequence[int],
+        tier: Tier,
+        max_new: int,
+        max_depth: int,
+        key_length: int = 0,
+        source: str = "",
+        confidence: Sequence[float] = (),
+    ) -> int:
         """Insert a draft below the root; return how many new nodes it made.
 
         A prefix already in the trie is shared, and its nodes keep the tier that added them first
@@ -56,7 +68,7 @@ class DraftTree:
         `max_depth`, so a draft may be cut.
         """
         node, added = 0, 0
-        for token in draft[:max_depth]:
+        for i, token in enumerate(draft[:max_depth]):
             child = self._children[node].get(token)
             if child is None:
                 if added == max_new:
@@ -66,6 +78,9 @@ class DraftTree:
                 self.parents.append(node)
                 self.depths.append(self.depths[node] + 1)
                 self.tiers.append(tier)
+                self.key_lengths.append(key_length)
+                self.sources.append(source)
+                self.confidences.append(confidence[i] if i < len(confidence) else -1.0)
                 self._children.append({})
                 self._children[node][token] = child
                 added += 1
@@ -89,6 +104,31 @@ class DraftTree:
 
     def leaves(self) -> list[int]:
         return [i for i, kids in enumerate(self._children) if not kids]
+
+    def sibling_rank(self, node: int) -> int:
+        """0 for the first child its parent got, 1 for the second, ... (the root: 0)."""
+        parent = self.parents[node]
+        return 0 if parent < 0 else list(self._children[parent].values()).index(node)
+
+    def subtree(self, keep: Sequence[int]) -> DraftTree:
+        """The trie of the nodes `keep` (closed under ancestors; the root is always kept), in node order."""
+        kept = sorted(set(keep) | {0})
+        new = {old: i for i, old in enumerate(kept)}
+        tree = DraftTree(root=self.root)
+        for old in kept[1:]:
+            if self.parents[old] not in new:
+                raise ValueError(f"node {old} is kept without its parent {self.parents[old]}")
+            parent = new[self.parents[old]]
+            tree.tokens.append(self.tokens[old])
+            tree.parents.append(parent)
+            tree.depths.append(self.depths[old])
+            tree.tiers.append(self.tiers[old])
+            tree.key_lengths.append(self.key_lengths[old])
+            tree.sources.append(self.sources[old])
+            tree.confidences.append(self.confidences[old])
+            tree._children.append({})
+            tree._children[parent][self.tokens[old]] = new[old]
+        return tree
 
 
 @dataclass(frozen=True)

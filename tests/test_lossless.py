@@ -15,11 +15,12 @@ from hypothesis import strategies as st
 from oracle import OracleTier
 from tiny import VOCAB, tiny_gemma3, tiny_llama
 
-from hdlib.budget import AdaptiveBudget, FixedBudget, flat_profile
+from hdlib.budget import AdaptiveBudget, FixedBudget, ForwardProfile, flat_profile
 from hdlib.decoding import DecodeSettings, run
 from hdlib.drafter import Drafter
 from hdlib.errors import HDError
 from hdlib.tiers import ContextSettings, ContextTier, Tier
+from hdlib.value import ValueTree
 
 MODELS = {"llama": tiny_llama, "gemma3": tiny_gemma3}
 
@@ -98,6 +99,60 @@ def test_stops_before_the_context_length(name):
     assert got.tokens == plain_run.tokens and got.stop_reason == "context_length"
     with pytest.raises(HDError, match="context holds 24"):
         run(m, tuple(range(3, 27)), None, DecodeSettings(max_new_tokens=5))
+
+
+PROFILES = {"flat": flat_profile(), "cpu": ForwardProfile(tuple([1.0] + [1.5 + 0.05 * k for k in range(63)]), 0, "cpu")}
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    name=st.sampled_from(sorted(MODELS)),
+    prompt=prompts,
+    order=st.sampled_from(["CO", "OC", "CR", "RC", "ROC", "R"]),
+    profile=st.sampled_from(sorted(PROFILES)),
+    candidates=st.integers(0, 24),
+    max_new=st.integers(1, 40),
+    seed=st.integers(0, 1000),
+)
+def test_the_value_ranked_tree_and_the_recycling_model_tier_equal_plain_greedy(
+    name, prompt, order, profile, candidates, max_new, seed
+):
+    """R is the model tier with no phrases: only what it recycles from the model's own logits."""
+    import numpy as np
+
+    from hdlib.tiers.model import ModelTier
+
+    want = plain(name, prompt, max_new)
+    truth = list(prompt) + want
+    make = {
+        "C": lambda: ContextTier(),
+        "O": lambda: OracleTier(truth, VOCAB, seed, tier=Tier.STATISTICS),
+        "R": lambda: ModelTier(np.array([[VOCAB - 1] * 3]), np.array([1])),
+    }
+    drafter = Drafter([make[c]() for c in order])
+    policy = ValueTree(PROFILES[profile], candidates=candidates)
+    got = run(model(name), prompt, drafter, DecodeSettings(max_new_tokens=max_new), (), policy)
+    assert got.tokens == want
+    for step in got.steps:
+        assert step.estimates is not None and len(step.estimates) == len(step.tree) and step.estimates[0] == 1.0
+        assert all(0 <= e <= 1 for e in step.estimates)
+        assert list(step.tiers[:-1]) == [step.tree.tiers[n] for n in step.accepted_nodes[1 : len(step.tiers)]]
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_the_model_tier_recycles_the_models_own_guesses(name):
+    import numpy as np
+
+    from hdlib.tiers.model import ModelTier
+
+    prompt = (5, 6, 7, 8, 9) * 3
+    want = plain(name, prompt, 40)
+    tier = ModelTier(np.array([[VOCAB - 1] * 3]), np.array([1]))  # no phrase matches: only recycling
+    got = run(model(name), prompt, Drafter([tier]), DecodeSettings(max_new_tokens=40), (), ValueTree(flat_profile()))
+    assert got.tokens == want
+    recycled = [n for s in got.steps for n in s.accepted_nodes[1:] if s.tree.sources[n] == "recycled"]
+    assert len(recycled) >= 5  # the model's guesses of earlier passes were drafted and accepted
+    assert tier.recycled is not None and len(tier.recycled.table) > 0
 
 
 def test_adaptive_budget_is_lossless_and_grows_when_drafts_are_accepted():

@@ -23,13 +23,14 @@ from tiny import tiny_gemma3, tiny_llama
 from transformers.generation.logits_process import TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper
 
 import hdlib.sampling
-from hdlib.budget import FixedBudget
+from hdlib.budget import FixedBudget, flat_profile
 from hdlib.decoding import DecodeSettings, run
 from hdlib.drafter import Drafter
 from hdlib.errors import HDError
 from hdlib.sampling import Warp
 from hdlib.tiers import ContextTier, Tier
 from hdlib.tiers.base import Draft, DraftTier
+from hdlib.value import ValueTree
 
 V = 8  # vocabulary of the chi-square tests' model
 PROMPT = (3, 4, 5, 3, 4, 5, 3)
@@ -182,7 +183,8 @@ def chi_square_p_value(samples: Counter[tuple[int, ...]], joint: dict[tuple[int,
     return float(torch.special.gammaincc(dof, torch.tensor(stat / 2, dtype=torch.float64)))
 
 
-def sample_answers(warp: Warp, tiers: str, budget: int, n: int, model=None) -> Counter[tuple[int, ...]]:
+def sample_answers(warp: Warp, tiers: str, budget: int | str, n: int, model=None) -> Counter[tuple[int, ...]]:
+    """`budget` "value": the value-ranked tree on a flat forward profile (it learns across steps)."""
     model = model or small_model()
     make = {"C": lambda: ContextTier(), "L": lambda: LikelyTier(warp)}
     counts: Counter[tuple[int, ...]] = Counter()
@@ -190,7 +192,8 @@ def sample_answers(warp: Warp, tiers: str, budget: int, n: int, model=None) -> C
     for seed in range(n):
         drafter = Drafter([make[c]() for c in tiers])
         settings = DecodeSettings(N_NEW, warp.temperature, warp.top_p, warp.top_k, seed=seed)
-        got = run(model, PROMPT, drafter, settings, (), FixedBudget(budget))
+        policy = ValueTree(flat_profile(), candidates=8) if budget == "value" else FixedBudget(budget)
+        got = run(model, PROMPT, drafter, settings, (), policy)
         counts[tuple(got.tokens)] += 1
         accepted_drafts += sum(t is not Tier.TARGET for t in got.token_tiers)
     if tiers and budget:
@@ -203,6 +206,7 @@ CASES = [
     pytest.param(Warp(0.7, top_p=0.9, top_k=4), "CL", 3, id="T0.7-topk4-topp0.9-context+likely-budget3"),
     pytest.param(Warp(1.5, top_k=5), "LC", 16, id="T1.5-topk5-likely+context-budget16"),
     pytest.param(Warp(1.0), "", 0, id="plain-sampling"),
+    pytest.param(Warp(1.0), "LC", "value", id="T1-likely+context-value-tree"),
 ]
 
 

@@ -150,6 +150,12 @@ def test_lookup_matches_brute_force_counting(docs, context, budget, max_key, dra
     matches, drafts = brute_force(docs, context, budget, s)
     assert [(m.key, m.occurrences) for m in got.matches] == matches
     assert got.drafts == drafts and all(m.exact for m in got.matches)
+    # Each token's share: of the occurrences of what precedes it, how many go on with it.
+    per_key = {len(m.key): m.occurrences for m in got.matches}
+    for d, shares in zip(got.drafts, got.shares, strict=True):
+        assert len(shares) == len(d.tokens) and all(0 < c <= 1 for c in shares)
+        if d.key_length == len(got.key):  # every prefix counted under the same key: the shares multiply out
+            assert np.prod(shares) * per_key[d.key_length] == pytest.approx(d.count)
     assert tier.lookup(context, budget) == [d for d, _, _ in drafts]
     # The budget counts trie nodes: every distinct prefix of the drafts.
     assert len({d[:k] for d, _, _ in got.drafts for k in range(1, len(d) + 1)}) <= budget

@@ -10,12 +10,25 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
+from dataclasses import dataclass
 from enum import Enum
 
 from hdlib.errors import HDError
 
 Draft = tuple[int, ...]
 """A proposed continuation of the context: token ids, first token first."""
+
+
+@dataclass(frozen=True)
+class Proposal:
+    """A draft with what the tier knows about it: what a value-ranked tree estimates its worth from."""
+
+    tokens: Draft
+    key_length: int = 0  # tokens of the context the draft was matched on (0: not a suffix match)
+    source: str = ""  # which part of the tier drafted it, for tiers made of several ("recycled")
+    # Per token, the tier's own estimate that it follows the tokens before it (a corpus share, the
+    # model's probability); shorter than `tokens` where the tier does not know.
+    confidence: tuple[float, ...] = ()
 
 
 class Tier(str, Enum):
@@ -55,5 +68,19 @@ class DraftTier(ABC):
     def lookup(self, context: Sequence[int], budget: int) -> list[Draft]:
         """Drafts for what follows `context`, best first, holding at most `budget` tokens in all."""
 
+    def propose(self, context: Sequence[int], budget: int) -> list[Proposal]:
+        """`lookup` with what is known of each draft; tiers that know their key lengths override it."""
+        return [Proposal(tuple(d)) for d in self.lookup(context, budget)]
+
     def update(self, accepted: Sequence[int]) -> None:
         """These tokens were just appended to the context (accepted drafts and the bonus token)."""
+
+    # Tiers that learn from the target model set this: the engine then hands them, after every
+    # verification pass, the model's most likely next tokens at every node of the tree.
+    successors_wanted: int = 0
+
+    def observe_model(
+        self, tokens: Sequence[int], successors: Sequence[Sequence[int]], probabilities: Sequence[Sequence[float]]
+    ) -> None:
+        """After a pass over nodes `tokens`: `successors[i]` are the model's most likely tokens after
+        node i, best first, and `probabilities[i]` their probabilities (softmax of the logits)."""

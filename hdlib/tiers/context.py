@@ -10,12 +10,16 @@ one of the new tokens, so a phrase generated one step ago can be drafted in the 
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from hdlib.errors import HDError
 from hdlib.ngram import NGramIndex
-from hdlib.tiers.base import Draft, DraftTier, Tier
+from hdlib.tiers.base import Draft, DraftTier, Proposal, Tier
+
+
+SHARE_WINDOW = 32  # recent occurrences of a key that its continuations' shares are counted over
 
 
 @dataclass(frozen=True)
@@ -58,14 +62,20 @@ class ContextTier(DraftTier):
                 self._index.add(tokens[end - m : end], end)
 
     def lookup(self, context: Sequence[int], budget: int) -> list[Draft]:
+        return [p.tokens for p in self.propose(context, budget)]
+
+    def propose(self, context: Sequence[int], budget: int) -> list[Proposal]:
         # The tier keeps its own copy of the text (fed by begin/update), which equals `context`.
         tokens = self._tokens
         n = len(tokens)
         s = self.settings
-        drafts: list[Draft] = []
+        drafts: list[Proposal] = []
         seen_positions: set[int] = set()
         seen_drafts: set[Draft] = set()
-        for _, positions in self._index.suffix_matches(tokens):
+        for key_length, positions in self._index.suffix_matches(tokens):
+            # How often the key's recent occurrences went on with each token: the tier's confidence.
+            recent = [tokens[p] for p in positions[-SHARE_WINDOW:] if p < n]
+            follows = Counter(recent)
             taken = 0
             for pos in reversed(positions):  # most recent first
                 if budget <= 0:
@@ -79,7 +89,7 @@ class ContextTier(DraftTier):
                 if draft in seen_drafts:
                     continue
                 seen_drafts.add(draft)
-                drafts.append(draft)
+                drafts.append(Proposal(draft, key_length, confidence=(follows[draft[0]] / len(recent),)))
                 budget -= len(draft)
                 taken += 1
         return drafts

@@ -23,7 +23,7 @@ import resource
 import sys
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -34,7 +34,7 @@ from hdlib.errors import HDError
 from hdlib.models import cache_dir
 from hdlib.store import read_db, read_meta, write_db
 from hdlib.suffix import Prefixes, SuffixIndex, build_suffix_array, count_prefixes, join_documents
-from hdlib.tiers.base import Draft, DraftTier, Tier
+from hdlib.tiers.base import Draft, DraftTier, Proposal, Tier
 
 DEFAULT_DEPTH = 16  # suffixes are sorted by this many tokens: the longest key plus its continuation
 
@@ -83,6 +83,8 @@ class Explanation:
 
     matches: tuple[Match, ...]  # the suffixes that contributed drafts, longest first
     drafts: list[Continuation]  # best first
+    # Per draft, per token: of the occurrences of what precedes the token, the share that goes on with it.
+    shares: list[tuple[float, ...]] = field(default_factory=list)
 
     @property
     def key(self) -> tuple[int, ...]:
@@ -166,6 +168,10 @@ class StatisticsTier(DraftTier):
     def lookup(self, context: Sequence[int], budget: int) -> list[Draft]:
         return [d.tokens for d in self.explain(context, budget).drafts]
 
+    def propose(self, context: Sequence[int], budget: int) -> list[Proposal]:
+        found = self.explain(context, budget)
+        return [Proposal(d.tokens, d.key_length, confidence=s) for d, s in zip(found.drafts, found.shares, strict=True)]
+
     def explain(self, context: Sequence[int], budget: int) -> Explanation:
         """The drafts for `context` with their corpus counts, and the suffixes they continue.
 
@@ -177,6 +183,7 @@ class StatisticsTier(DraftTier):
         s = self.settings
         chosen: dict[Draft, tuple[int, int]] = {}  # trie node -> (count, key length), in rank order
         matches: list[Match] = []
+        occurrences: dict[int, int] = {}  # key length -> occurrences of that key
         for m in range(min(s.max_key, len(context)), s.min_key - 1, -1):
             if len(chosen) >= budget:
                 break
@@ -189,6 +196,7 @@ class StatisticsTier(DraftTier):
             # The first `budget` nodes always suffice: at most len(chosen) of them are already in.
             ranked = ranked_continuations(prefixes, (hi - lo) / len(positions), s.min_count, budget)
             before = len(chosen)
+            occurrences[m] = hi - lo
             for node, count in ranked:
                 if len(chosen) >= budget:
                     break
@@ -198,8 +206,20 @@ class StatisticsTier(DraftTier):
                 if not s.fill:
                     break
         inner = {node[:-1] for node in chosen}
-        drafts = [Continuation(node, c, m) for node, (c, m) in chosen.items() if node not in inner]
-        return Explanation(tuple(matches), drafts)
+        leaves = [node for node in chosen if node not in inner]
+        drafts = [Continuation(node, *chosen[node]) for node in leaves]
+        return Explanation(tuple(matches), drafts, [_shares(node, chosen, occurrences) for node in leaves])
+
+
+def _shares(node: Draft, chosen: dict[Draft, tuple[int, int]], occurrences: dict[int, int]) -> tuple[float, ...]:
+    """Per token of `node`: how many of the occurrences of what precedes it go on with it."""
+    before = occurrences[chosen[node[:1]][1]]
+    shares = []
+    for i in range(1, len(node) + 1):
+        count = chosen.get(node[:i], (before, 0))[0]
+        shares.append(min(1.0, count / before) if before > 0 else 0.0)
+        before = count
+    return tuple(shares)
 
 
 # Building --------------------------------------------------------------------------------------

@@ -1,0 +1,217 @@
+"""The value-ranked tree: verify the drafts expected to pay, as many as the hardware rewards.
+
+The tiers propose more candidates than a step should verify. Every candidate node gets an estimate
+of the probability that the model accepts it when its parent is accepted, learned from what nodes of
+its kind achieved: its tier (and the part of the tier that drafted it), the tier's own confidence in
+it (a corpus share, the model's probability when it was recycled), its depth in its draft, the
+length of the context suffix its draft was matched on, and its rank among its siblings. A node's
+path probability, the product of those estimates from the root down, is the probability that it is
+accepted, so the expected tokens of a step that verifies the node set T are
+
+    E(T) = 1 + sum_{i in T} P(i)       (the bonus token is always emitted)
+
+A child's path probability never exceeds its parent's, so the n nodes with the highest path
+probabilities form a tree (ties go to the earlier node, and parents precede children). The step
+verifies the n that maximise E / forward(1 + n) under the measured forward time; n = 0 is a plain
+step. A lower tier's drafts thus enter only where they are expected to pay.
+
+Estimates are counts with exponential decay (recent steps weigh more: a copying phase and a free
+phase differ), shrunk level by level toward a coarser kind: (tier, part, confidence band, depth, key
+length, rank) toward (tier, part, band, depth) toward (tier, part, band) toward (tier, part) toward a
+prior. The prior is what the same kinds
+achieved before on this model and device, kept on disk (`AcceptancePrior`), so a new generation
+starts where the last ones left off. A kind that is no longer verified drifts back to its coarser
+estimate, so it is tried again: that is the exploration.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Hashable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from hdlib.errors import HDError
+from hdlib.store import write_text_atomic
+from hdlib.tree import DraftTree
+
+if TYPE_CHECKING:
+    from hdlib.budget import ForwardProfile
+    from hdlib.trace import Step
+
+CANDIDATES = 32  # draft tokens each tier may propose per step, before the ranking keeps the best
+DEFAULT_PRIOR = 0.3  # acceptance of a kind never seen, on any model: optimistic enough to be tried
+
+
+CONFIDENCE_EDGES = np.array([0.05, 0.2, 0.4, 0.6, 0.8, 0.95])  # a tier's own confidence, in bands
+
+
+def node_kinds(tree: DraftTree, node: int) -> tuple[Hashable, ...]:
+    """The kinds of a node, finest first: what its acceptance is estimated from."""
+    tier = tree.tiers[node]
+    confidence = tree.confidences[node]
+    band = -1 if confidence < 0 else int(np.searchsorted(CONFIDENCE_EDGES, confidence, side="right"))
+    coarse = (tier.value if tier is not None else "", tree.sources[node])
+    sure = (*coarse, band)
+    deep = (*sure, min(tree.depths[node], 6))
+    fine = (*deep, min(tree.key_lengths[node], 4), min(tree.sibling_rank(node), 2))
+    return fine, deep, sure, coarse
+
+
+@dataclass
+class _Counts:
+    accepted: float = 0.0
+    seen: float = 0.0
+
+
+class AcceptanceModel:
+    """P(node accepted | parent accepted) per node kind, from decayed counts with shrinkage."""
+
+    def __init__(self, prior: dict[str, float] | None = None, decay: float = 0.98, strength: float = 4.0) -> None:
+        if not 0 < decay <= 1 or strength <= 0:
+            raise HDError(f"acceptance model: need 0 < decay <= 1 and strength > 0, got {decay}, {strength}")
+        self.prior = dict(prior or {})  # kind (as a string, see `prior_name`) -> acceptance rate
+        self.decay = decay
+        self.strength = strength  # pseudo-observations a coarser estimate is worth to a finer one
+        self._weight = 1.0  # the weight of an observation now: 1 / decay^steps, so old ones fade
+        self._counts: dict[Hashable, _Counts] = {}
+
+    def probability(self, kinds: tuple[Hashable, ...]) -> float:
+        """Acceptance of a node with these kinds (finest first) when its parent is accepted.
+
+        From the coarsest kind to the finest: start from the kind's prior (else the coarser
+        estimate), then let this generation's counts of the kind pull the estimate toward them.
+        """
+        p = DEFAULT_PRIOR
+        pseudo = self.strength * self._weight
+        for kind in reversed(kinds):
+            p = self.prior.get(prior_name(kind), p)
+            c = self._counts.get(kind)
+            if c is not None:
+                p = (c.accepted + pseudo * p) / (c.seen + pseudo)
+        return p
+
+    def observe(self, kinds: tuple[Hashable, ...], accepted: bool) -> None:
+        for kind in kinds:
+            c = self._counts.setdefault(kind, _Counts())
+            c.seen += self._weight
+            c.accepted += self._weight * accepted
+
+    def next_step(self) -> None:
+        """Age every count by one step."""
+        self._weight /= self.decay
+        if self._weight > 1e100:  # rescale before float64 runs out
+            for c in self._counts.values():
+                c.accepted /= self._weight
+                c.seen /= self._weight
+            self._weight = 1.0
+
+    def rates(self) -> dict[str, tuple[float, float]]:
+        """(rate, decayed observations) of every kind observed, for the prior."""
+        return {
+            prior_name(kind): (c.accepted / c.seen, c.seen / self._weight)
+            for kind, c in self._counts.items()
+            if c.seen > 0
+        }
+
+
+def prior_name(kind: Hashable) -> str:
+    return "/".join(str(part) for part in kind) if isinstance(kind, tuple) else str(kind)
+
+
+def path_probabilities(tree: DraftTree, model: AcceptanceModel) -> np.ndarray:
+    """(N,) the estimated probability that each node is accepted; the root's is 1."""
+    probs = np.ones(len(tree))
+    for node in range(1, len(tree)):  # parents precede children
+        probs[node] = probs[tree.parents[node]] * model.probability(node_kinds(tree, node))
+    return probs
+
+
+def best_size(path_probs: np.ndarray, profile: ForwardProfile) -> tuple[np.ndarray, int]:
+    """The drafted nodes by falling path probability, and how many of them maximise tokens per second."""
+    order = np.argsort(-path_probs[1:], kind="stable") + 1  # stable: ties keep node order, parents first
+    n_max = min(len(order), len(profile.seconds) - 1)
+    expected = 1.0 + np.concatenate([[0.0], np.cumsum(path_probs[order[:n_max]])])
+    rate = expected / profile.forward_s(1 + np.arange(n_max + 1))
+    return order, int(np.argmax(rate))
+
+
+class ValueTree:
+    """A budget policy that drafts candidates from every tier and verifies the subtree worth most.
+
+    Used by the decoding loop like any budget policy: `budget` is the candidate budget per tier,
+    `select` keeps the nodes worth verifying (with their estimated path probabilities), `observe`
+    learns from the verified step.
+    """
+
+    per_tier = True  # every tier proposes its own candidates; the ranking decides, not the order alone
+
+    def __init__(
+        self, profile: ForwardProfile, prior: AcceptancePrior | None = None, candidates: int = CANDIDATES
+    ) -> None:
+        if not isinstance(candidates, int) or candidates < 0:
+            raise HDError(f"the candidate budget must be a non-negative integer, got {candidates!r}")
+        self.profile = profile
+        self.prior = prior
+        self.candidates = candidates
+        self.model = AcceptanceModel(prior.rates() if prior is not None else None)
+        self.history: list[int] = []  # nodes verified per step
+
+    def budget(self, context_len: int) -> int:
+        return self.candidates
+
+    def select(self, tree: DraftTree) -> tuple[DraftTree, tuple[float, ...] | None]:
+        if tree.n_drafted == 0:
+            self.history.append(0)
+            return tree, (1.0,)
+        probs = path_probabilities(tree, self.model)
+        order, n = best_size(probs, self.profile)
+        kept = np.sort(order[:n])
+        self.history.append(n)
+        return tree.subtree(kept.tolist()), (1.0, *probs[kept].tolist())
+
+    def observe(self, step: Step) -> None:
+        tree, on_path = step.tree, set(step.accepted_nodes)
+        for node in range(1, len(tree)):
+            if tree.parents[node] in on_path:  # its fate was decided: its parent was accepted
+                self.model.observe(node_kinds(tree, node), node in on_path)
+        self.model.next_step()
+
+    def finish(self) -> None:
+        """The generation is over: fold what it learned into the prior on disk."""
+        if self.prior is not None:
+            self.prior.merge(self.model.rates())
+
+
+class AcceptancePrior:
+    """Acceptance rates per node kind, kept on disk per model and device, merged after each generation."""
+
+    def __init__(self, path: Path, memory: float = 200.0) -> None:
+        self.path = path
+        self.memory = memory  # observations the prior remembers: older ones fade as new ones come
+        self._data: dict[str, list[float]] = {}  # kind -> [rate, weight]
+        try:
+            raw = json.loads(path.read_text())
+            self._data = {str(k): [float(v[0]), float(v[1])] for k, v in raw.items()}
+        except (OSError, ValueError, TypeError, KeyError, IndexError):
+            self._data = {}  # none yet, or damaged: start from the default
+
+    @classmethod
+    def for_model(cls, folder: Path, key: str) -> AcceptancePrior:
+        name = hashlib.sha256(key.encode()).hexdigest()[:16]
+        return cls(folder / f"{name}.json")
+
+    def rates(self) -> dict[str, float]:
+        return {k: v[0] for k, v in self._data.items()}
+
+    def merge(self, observed: dict[str, tuple[float, float]]) -> None:
+        for kind, (rate, weight) in observed.items():
+            old_rate, old_weight = self._data.get(kind, [rate, 0.0])
+            total = old_weight + weight
+            self._data[kind] = [(old_rate * old_weight + rate * weight) / total, min(total, self.memory)]
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        write_text_atomic(self.path, json.dumps(self._data, sort_keys=True))

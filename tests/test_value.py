@@ -1,0 +1,170 @@
+"""The value-ranked tree: estimates, the choice of nodes, the prior on disk, and Token Recycling's table."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from hdlib.budget import ForwardProfile
+from hdlib.errors import HDError
+from hdlib.tiers.base import Tier
+from hdlib.tiers.recycling import Successors
+from hdlib.trace import Step, StepTimes
+from hdlib.tree import DraftTree
+from hdlib.value import (
+    DEFAULT_PRIOR,
+    AcceptanceModel,
+    AcceptancePrior,
+    ValueTree,
+    best_size,
+    node_kinds,
+    path_probabilities,
+)
+
+FLAT = ForwardProfile(tuple([0.05] * 64), 256, "flat")
+STEEP = ForwardProfile(tuple(0.05 * (1 + 0.5 * k) for k in range(64)), 256, "steep")  # each token costs half a pass
+
+trees = st.lists(st.tuples(st.lists(st.integers(0, 5), min_size=1, max_size=6), st.sampled_from(list(Tier)[:3])))
+
+
+def build(drafts) -> DraftTree:
+    tree = DraftTree(root=9)
+    for i, (draft, tier) in enumerate(drafts):
+        tree.add(draft, tier, 64, 64, key_length=i % 4, source="x" if i % 2 else "")
+    return tree
+
+
+@settings(max_examples=60, deadline=None)
+@given(drafts=trees, rates=st.lists(st.floats(0.0, 1.0), min_size=3, max_size=3), steep=st.booleans())
+def test_the_kept_nodes_are_the_most_probable_and_closed_under_ancestors(drafts, rates, steep):
+    tree = build(drafts)
+    model = AcceptanceModel({t.value + "/": r for t, r in zip(list(Tier)[:3], rates)})
+    policy = ValueTree(STEEP if steep else FLAT)
+    policy.model = model
+    kept, estimates = policy.select(tree)
+    probs = path_probabilities(tree, model)
+    order, n = best_size(probs, policy.profile)
+    assert kept.n_drafted == n and estimates is not None and len(estimates) == len(kept)
+    chosen = set(order[:n].tolist()) | {0}
+    assert all(tree.parents[i] in chosen for i in chosen if i)  # closed under ancestors
+    left_out = [probs[i] for i in range(1, len(tree)) if i not in chosen]
+    assert all(probs[i] >= max(left_out, default=0) for i in chosen)  # the most probable ones
+    # The kept subtree is the same trie: every kept path spells the same tokens.
+    assert sorted(tuple(kept.tokens[j] for j in kept.path_to(i)) for i in range(len(kept))) == sorted(
+        tuple(tree.tokens[j] for j in tree.path_to(i)) for i in chosen
+    )
+    if not steep:  # a free forward pass: everything with a chance is worth verifying
+        assert n == sum(p > 1e-9 for p in probs[1:])
+
+
+def test_nothing_is_verified_when_drafts_do_not_pay_on_a_steep_profile():
+    tree = build([((1, 2, 3), Tier.STATISTICS)])
+    policy = ValueTree(STEEP)
+    policy.model = AcceptanceModel({"statistics/": 0.3})  # 1.3 tokens for 1.5 times the time
+    kept, estimates = policy.select(tree)
+    assert kept.n_drafted == 0 and estimates == (1.0,)
+    policy.model = AcceptanceModel({"statistics/": 0.99})
+    assert policy.select(tree)[0].n_drafted == 3
+
+
+def test_path_probability_is_the_product_along_the_path():
+    tree = build([((1, 2, 3), Tier.CONTEXT)])
+    model = AcceptanceModel({"context/": 0.5})
+    assert path_probabilities(tree, model).tolist() == [1.0, 0.5, 0.25, 0.125]
+
+
+def test_the_estimate_follows_what_a_kind_achieved_and_shrinks_toward_the_coarser_one():
+    tree = build([((1, 2), Tier.CONTEXT), ((4,), Tier.MODEL)])
+    model = AcceptanceModel(decay=1.0, strength=4.0)
+    first = node_kinds(tree, 1)
+    assert model.probability(first) == pytest.approx(DEFAULT_PRIOR)
+    for _ in range(40):
+        model.observe(first, True)
+    assert model.probability(first) > 0.9
+    # A kind never seen of the same tier and part borrows the tier's estimate, not the prior.
+    deeper = node_kinds(tree, 2)
+    assert model.probability(deeper) > 0.8
+    assert model.probability(node_kinds(tree, 3)) == pytest.approx(DEFAULT_PRIOR)  # another tier
+
+
+def test_old_evidence_fades():
+    tree = build([((1,), Tier.CONTEXT)])
+    kinds = node_kinds(tree, 1)
+    model = AcceptanceModel(decay=0.9)
+    for _ in range(30):
+        model.observe(kinds, True)
+        model.next_step()
+    high = model.probability(kinds)
+    for _ in range(30):
+        model.observe(kinds, False)
+        model.next_step()
+    assert high > 0.9 and model.probability(kinds) < 0.1
+
+
+def test_observe_learns_only_from_nodes_whose_parent_was_accepted():
+    tree = DraftTree(root=0)
+    tree.add((1, 2), Tier.CONTEXT, 8, 8)  # nodes 1 -> 2
+    tree.add((3,), Tier.CONTEXT, 8, 8)  # node 3
+    policy = ValueTree(FLAT)
+    policy.model = AcceptanceModel(decay=1.0)
+    step = Step(0, 5, 8, tree, (0, 3), (3, 7), (Tier.CONTEXT, Tier.TARGET), StepTimes(0, 0, 0, 0, 0))
+    policy.observe(step)
+    counts = policy.model._counts
+    assert counts[node_kinds(tree, 3)[-1]].seen == 2  # nodes 1 (rejected) and 3 (accepted); 2 unseen
+    assert counts[node_kinds(tree, 3)[-1]].accepted == 1
+
+
+def test_the_prior_is_kept_on_disk_and_merged(tmp_path):
+    path = tmp_path / "prior.json"
+    prior = AcceptancePrior(path)
+    assert prior.rates() == {}
+    prior.merge({"context/": (0.8, 10.0)})
+    prior.merge({"context/": (0.2, 10.0)})
+    assert AcceptancePrior(path).rates() == {"context/": pytest.approx(0.5)}
+    path.write_text("{not json")
+    assert AcceptancePrior(path).rates() == {}  # a damaged file is started again
+    policy = ValueTree(FLAT, AcceptancePrior(path))
+    tree = build([((1,), Tier.CONTEXT)])
+    policy.observe(Step(0, 5, 8, tree, (0, 1), (1, 7), (Tier.CONTEXT, Tier.TARGET), StepTimes(0, 0, 0, 0, 0)))
+    policy.finish()
+    assert json.loads(path.read_text())["context/"][0] == 1.0
+
+
+def test_bad_settings_are_refused():
+    with pytest.raises(HDError):
+        ValueTree(FLAT, candidates=-1)
+    with pytest.raises(HDError):
+        AcceptanceModel(decay=0)
+    with pytest.raises(HDError):
+        Successors(width=0)
+
+
+def test_recycled_successors_are_drafted_best_first_one_node_each():
+    table = Successors(width=2)
+    assert table.propose(5, budget=8) == []
+    table.observe([5, 6, 7], [[6, 8], [7, 9], [5, 6]], [[0.9, 0.05], [0.8, 0.1], [0.5, 0.4]])
+    found = table.propose(5, budget=5, max_depth=3)
+    paths = [p.tokens for p in found]
+    assert paths[0] == (6,) and paths[1] == (6, 7)  # the top guess, then the top guess after it
+    assert len(paths) == 5 and len(set(paths)) == 5
+    assert all(p[:-1] in paths or len(p) == 1 for p in paths)  # each adds one node below a drafted one
+    assert all(len(p) <= 3 and q.source == "recycled" and q.key_length == 1 for p, q in zip(paths, found))
+    table.observe([5], [[8, 6]], [[0.6, 0.3]])  # newer guesses replace older ones
+    assert table.propose(5, budget=1)[0].tokens == (8,)
+
+
+def test_a_drafted_tree_keeps_what_the_tiers_said_of_each_node():
+    tree = DraftTree(root=0)
+    tree.add((1, 2), Tier.CONTEXT, 8, 8, key_length=3)
+    tree.add((1, 4), Tier.MODEL, 8, 8, key_length=1, source="recycled")
+    assert tree.key_lengths == [0, 3, 3, 1] and tree.sources == ["", "", "", "recycled"]
+    assert [tree.sibling_rank(i) for i in range(4)] == [0, 0, 0, 1]
+    sub = tree.subtree([1, 3])
+    assert sub.tokens == [0, 1, 4] and sub.parents == [-1, 0, 1] and sub.tiers[2] is Tier.MODEL
+    with pytest.raises(ValueError):
+        tree.subtree([3])
+    assert np.array_equal(sub.depths, [0, 1, 2])
