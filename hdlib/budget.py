@@ -44,11 +44,22 @@ class BudgetPolicy(Protocol):
 
     def budget(self, context_len: int) -> int: ...
 
-    def select(self, tree: DraftTree) -> tuple[DraftTree, tuple[float, ...] | None]:
-        """The part of the drafted tree to verify, and each kept node's estimated acceptance (or None)."""
+    def select(self, tree: DraftTree, context: Sequence[int] = ()) -> tuple[DraftTree, tuple[float, ...] | None]:
+        """The part of the drafted tree to verify (`context`: the text so far, the tree's root last),
+        and each kept node's estimated acceptance (or None)."""
         ...
 
     def observe(self, step: Step) -> None: ...
+
+    successors_wanted: int  # the model's most likely next tokens per verified node, for observe_model
+
+    def observe_model(
+        self,
+        tokens: Sequence[int],
+        previous: Sequence[int],
+        successors: Sequence[Sequence[int]],
+        probabilities: Sequence[Sequence[float]],
+    ) -> None: ...
 
     def finish(self) -> None:
         """The generation is over."""
@@ -59,8 +70,18 @@ class _VerifyAll:
     """Budget policies that verify the whole drafted tree and keep nothing across generations."""
 
     per_tier = False
+    successors_wanted = 0
 
-    def select(self, tree: DraftTree) -> tuple[DraftTree, tuple[float, ...] | None]:
+    def observe_model(
+        self,
+        tokens: Sequence[int],
+        previous: Sequence[int],
+        successors: Sequence[Sequence[int]],
+        probabilities: Sequence[Sequence[float]],
+    ) -> None:
+        pass
+
+    def select(self, tree: DraftTree, context: Sequence[int] = ()) -> tuple[DraftTree, tuple[float, ...] | None]:
         return tree, None
 
     def finish(self) -> None:

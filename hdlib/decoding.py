@@ -67,6 +67,16 @@ def check_prompt(prompt_ids: Sequence[int], limit: int) -> None:
         )
 
 
+Guesses = tuple[list[list[int]], list[list[float]]]  # per position: the most likely next tokens, their probabilities
+
+
+def top_guesses(logits: torch.Tensor, k: int) -> Guesses:
+    """The `k` most likely tokens after each row of (N, V) `logits`, with their probabilities."""
+    best = logits.topk(k, dim=-1)
+    probs = (best.values - logits.logsumexp(dim=-1, keepdim=True)).exp()
+    return best.indices.tolist(), probs.tolist()
+
+
 def _sync(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
@@ -89,7 +99,7 @@ class _Verifier:
     @torch.inference_mode()
     def step(
         self, tree: DraftTree, past_len: int, successors: int = 0
-    ) -> tuple[list[int], int, list[float], tuple[list[list[int]], list[list[float]]] | None]:
+    ) -> tuple[list[int], int, list[float], Guesses | None]:
         """Accepted node path, the model's own last token, the seconds of [tree, forward, accept,
         compact], and (when `successors` > 0) the model's that many most likely tokens after each
         node with their probabilities."""
@@ -97,11 +107,7 @@ class _Verifier:
         buffers = tree_buffers(tree, past_len, self.device)
         marks.append(time.perf_counter())
         logits = tree_logits(self.model, self.layout, buffers, self.cache, past_len)
-        top = None
-        if successors:
-            best = logits.topk(successors, dim=-1)
-            probs = (best.values - logits.logsumexp(dim=-1, keepdim=True)).exp()
-            top = (best.indices.tolist(), probs.tolist())
+        top = top_guesses(logits, successors) if successors else None
         if self.sampler is None:
             predictions = logits.argmax(dim=-1)
             _sync(self.device)
@@ -145,7 +151,7 @@ def decode(
     verifier = _Verifier(model, sampler)
     verifier.prefill(tokens[:-1])
     drafter.begin(tokens)
-    successors = drafter.successors_wanted
+    successors = max(drafter.successors_wanted, budget.successors_wanted)
     generated = 0
     index = 0
     while generated < settings.max_new_tokens and len(tokens) < limit:
@@ -155,7 +161,7 @@ def decode(
         k = budget.budget(len(tokens))
         start = time.perf_counter()
         tree = drafter.draft(tokens, k, max_depth, budget.per_tier) if k > 0 else DraftTree(root=tokens[-1])
-        tree, estimates = budget.select(tree)
+        tree, estimates = budget.select(tree, tokens)
         draft_s = time.perf_counter() - start
 
         past_len = len(tokens) - 1
@@ -163,7 +169,9 @@ def decode(
 
         start = time.perf_counter()
         if top is not None:
-            drafter.observe_model(tree.tokens, *top)
+            previous = [tokens[-2] if len(tokens) > 1 else -1, *(tree.tokens[p] for p in tree.parents[1:])]
+            drafter.observe_model(tree.tokens, previous, *top)
+            budget.observe_model(tree.tokens, previous, *top)
         emitted = [tree.tokens[n] for n in path[1:]] + [bonus]
         tiers = [tree.tiers[n] for n in path[1:]] + [Tier.TARGET]
         for i, token in enumerate(emitted):

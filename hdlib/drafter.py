@@ -42,11 +42,15 @@ class Drafter:
         return max((t.successors_wanted for t in self.tiers), default=0)
 
     def observe_model(
-        self, tokens: Sequence[int], successors: Sequence[Sequence[int]], probabilities: Sequence[Sequence[float]]
+        self,
+        tokens: Sequence[int],
+        previous: Sequence[int],
+        successors: Sequence[Sequence[int]],
+        probabilities: Sequence[Sequence[float]],
     ) -> None:
         for tier in self.tiers:
             if tier.successors_wanted:
-                tier.observe_model(tokens, successors, probabilities)
+                tier.observe_model(tokens, previous, successors, probabilities)
 
     def draft(self, context: Sequence[int], budget: int, max_depth: int, per_tier: bool = False) -> DraftTree:
         """A trie rooted at the newest context token with at most `budget` draft tokens.

@@ -37,12 +37,15 @@ class DraftTree:
     key_lengths: list[int] = field(default_factory=list)  # context tokens the node's draft matched on
     sources: list[str] = field(default_factory=list)  # the part of its tier that drafted the node
     confidences: list[float] = field(default_factory=list)  # the tier's own estimate for the node; -1: none
+    # The tiers (and parts) that proposed each node: the first one, then any other that drafted it too.
+    proposers: list[set[tuple[Tier | None, str]]] = field(default_factory=list, repr=False)
     _children: list[dict[int, int]] = field(default_factory=list, repr=False)
 
     def __post_init__(self) -> None:
         if not self.tokens:
             self.tokens, self.parents, self.depths, self.tiers = [self.root], [-1], [0], [None]
             self.key_lengths, self.sources, self.confidences, self._children = [0], [""], [1.0], [{}]
+            self.proposers = [set()]
 
     def __len__(self) -> int:
         return len(self.tokens)
@@ -81,9 +84,11 @@ class DraftTree:
                 self.key_lengths.append(key_length)
                 self.sources.append(source)
                 self.confidences.append(confidence[i] if i < len(confidence) else -1.0)
+                self.proposers.append(set())
                 self._children.append({})
                 self._children[node][token] = child
                 added += 1
+            self.proposers[child].add((tier, source))
             node = child
         return added
 
@@ -104,6 +109,10 @@ class DraftTree:
 
     def leaves(self) -> list[int]:
         return [i for i, kids in enumerate(self._children) if not kids]
+
+    def agreement(self, node: int) -> int:
+        """How many tiers (or parts of one) besides the first also drafted this node."""
+        return max(len(self.proposers[node]) - 1, 0)
 
     def sibling_rank(self, node: int) -> int:
         """0 for the first child its parent got, 1 for the second, ... (the root: 0)."""
@@ -126,6 +135,7 @@ class DraftTree:
             tree.key_lengths.append(self.key_lengths[old])
             tree.sources.append(self.sources[old])
             tree.confidences.append(self.confidences[old])
+            tree.proposers.append(self.proposers[old])
             tree._children.append({})
             tree._children[parent][self.tokens[old]] = new[old]
         return tree

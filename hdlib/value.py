@@ -4,7 +4,9 @@ The tiers propose more candidates than a step should verify. Every candidate nod
 of the probability that the model accepts it when its parent is accepted, learned from what nodes of
 its kind achieved: its tier (and the part of the tier that drafted it), the tier's own confidence in
 it (a corpus share, the model's probability when it was recycled), its depth in its draft, the
-length of the context suffix its draft was matched on, and its rank among its siblings. A node's
+length of the context suffix its draft was matched on, and its rank among its siblings; and the
+model's own opinion of the token, from what it predicted the last time it saw the token before
+(`hdlib.tiers.recycling.Successors`, kept by the policy from every verification pass). A node's
 path probability, the product of those estimates from the root down, is the probability that it is
 accepted, so the expected tokens of a step that verifies the node set T are
 
@@ -16,9 +18,9 @@ verifies the n that maximise E / forward(1 + n) under the measured forward time;
 step. A lower tier's drafts thus enter only where they are expected to pay.
 
 Estimates are counts with exponential decay (recent steps weigh more: a copying phase and a free
-phase differ), shrunk level by level toward a coarser kind: (tier, part, confidence band, depth, key
-length, rank) toward (tier, part, band, depth) toward (tier, part, band) toward (tier, part) toward a
-prior. The prior is what the same kinds
+phase differ), shrunk level by level toward a coarser kind: (tier, part, confidence band, opinion
+band, agreement, depth, key length, rank) toward (... depth) toward (... agreement) toward (tier,
+part, confidence band, opinion band), which starts from the opinion or the confidence itself. The prior is what the same kinds
 achieved before on this model and device, kept on disk (`AcceptancePrior`), so a new generation
 starts where the last ones left off. A kind that is no longer verified drifts back to its coarser
 estimate, so it is tried again: that is the exploration.
@@ -28,7 +30,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Hashable
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -37,6 +39,7 @@ import numpy as np
 
 from hdlib.errors import HDError
 from hdlib.store import write_text_atomic
+from hdlib.tiers.recycling import Successors
 from hdlib.tree import DraftTree
 
 if TYPE_CHECKING:
@@ -48,18 +51,34 @@ DEFAULT_PRIOR = 0.3  # acceptance of a kind never seen, on any model: optimistic
 
 
 CONFIDENCE_EDGES = np.array([0.05, 0.2, 0.4, 0.6, 0.8, 0.95])  # a tier's own confidence, in bands
+BAND_MIDDLES = np.diff(np.r_[0.0, CONFIDENCE_EDGES, 1.0]) / 2 + np.r_[0.0, CONFIDENCE_EDGES]
 
 
-def node_kinds(tree: DraftTree, node: int) -> tuple[Hashable, ...]:
-    """The kinds of a node, finest first: what its acceptance is estimated from."""
+def band(probability: float) -> int:
+    """-1 for unknown (negative), else 0..6 by CONFIDENCE_EDGES."""
+    return -1 if probability < 0 else int(np.searchsorted(CONFIDENCE_EDGES, probability, side="right"))
+
+
+def node_kinds(tree: DraftTree, node: int, model_opinion: float = -1.0) -> tuple[Hashable, ...]:
+    """The kinds of a node, finest first: what its acceptance is estimated from.
+
+    `model_opinion`: the model's probability of the node's token after its parent's token, the last
+    time the model saw that token (0: not among its top guesses; -1: never seen).
+    """
     tier = tree.tiers[node]
-    confidence = tree.confidences[node]
-    band = -1 if confidence < 0 else int(np.searchsorted(CONFIDENCE_EDGES, confidence, side="right"))
-    coarse = (tier.value if tier is not None else "", tree.sources[node])
-    sure = (*coarse, band)
-    deep = (*sure, min(tree.depths[node], 6))
+    coarse = (tier.value if tier is not None else "", tree.sources[node], band(tree.confidences[node]), band(model_opinion))
+    agreed = (*coarse, min(tree.agreement(node), 2))
+    deep = (*agreed, min(tree.depths[node], 6))
     fine = (*deep, min(tree.key_lengths[node], 4), min(tree.sibling_rank(node), 2))
-    return fine, deep, sure, coarse
+    return fine, deep, agreed, coarse
+
+
+def first_guess(kinds: tuple[Hashable, ...]) -> float:
+    """Where an estimate starts before any count or prior: the model's opinion, else the tier's own
+    confidence (the middle of its band), else DEFAULT_PRIOR."""
+    *_, own, opinion = kinds[-1]  # type: ignore[misc]
+    known = opinion if opinion >= 0 else own
+    return DEFAULT_PRIOR if known < 0 else float(BAND_MIDDLES[known])
 
 
 @dataclass
@@ -83,10 +102,10 @@ class AcceptanceModel:
     def probability(self, kinds: tuple[Hashable, ...]) -> float:
         """Acceptance of a node with these kinds (finest first) when its parent is accepted.
 
-        From the coarsest kind to the finest: start from the kind's prior (else the coarser
-        estimate), then let this generation's counts of the kind pull the estimate toward them.
+        From `first_guess`, then from the coarsest kind to the finest: the kind's prior (else the
+        coarser estimate), pulled toward this generation's counts of the kind.
         """
-        p = DEFAULT_PRIOR
+        p = first_guess(kinds)
         pseudo = self.strength * self._weight
         for kind in reversed(kinds):
             p = self.prior.get(prior_name(kind), p)
@@ -123,11 +142,21 @@ def prior_name(kind: Hashable) -> str:
     return "/".join(str(part) for part in kind) if isinstance(kind, tuple) else str(kind)
 
 
-def path_probabilities(tree: DraftTree, model: AcceptanceModel) -> np.ndarray:
+def tree_kinds(tree: DraftTree, memory: Successors | None = None, before_root: int = -1) -> list[tuple[Hashable, ...]]:
+    """`node_kinds` of every node (the root's is empty), the model's opinions read from `memory`
+    (`before_root`: the context token before the root, -1 if none)."""
+    tokens, parents = tree.tokens, tree.parents
+    if memory is None:
+        return [(), *(node_kinds(tree, n) for n in range(1, len(tree)))]
+    before = [before_root, *(tokens[p] for p in parents[1:])]  # the token before each node
+    return [(), *(node_kinds(tree, n, memory.probability(tokens[n], tokens[parents[n]], before[parents[n]])) for n in range(1, len(tree)))]
+
+
+def path_probabilities(tree: DraftTree, model: AcceptanceModel, kinds: list[tuple[Hashable, ...]]) -> np.ndarray:
     """(N,) the estimated probability that each node is accepted; the root's is 1."""
     probs = np.ones(len(tree))
     for node in range(1, len(tree)):  # parents precede children
-        probs[node] = probs[tree.parents[node]] * model.probability(node_kinds(tree, node))
+        probs[node] = probs[tree.parents[node]] * model.probability(kinds[node])
     return probs
 
 
@@ -149,6 +178,7 @@ class ValueTree:
     """
 
     per_tier = True  # every tier proposes its own candidates; the ranking decides, not the order alone
+    successors_wanted = 8  # the model's top guesses after every node: its opinion of the next drafts
 
     def __init__(
         self, profile: ForwardProfile, prior: AcceptancePrior | None = None, candidates: int = CANDIDATES
@@ -159,26 +189,43 @@ class ValueTree:
         self.prior = prior
         self.candidates = candidates
         self.model = AcceptanceModel(prior.rates() if prior is not None else None)
+        self.memory = Successors(self.successors_wanted)
         self.history: list[int] = []  # nodes verified per step
+        self._selected: tuple[DraftTree | None, list[tuple[Hashable, ...]]] = (None, [])  # the tree and its kinds
 
     def budget(self, context_len: int) -> int:
         return self.candidates
 
-    def select(self, tree: DraftTree) -> tuple[DraftTree, tuple[float, ...] | None]:
+    def select(self, tree: DraftTree, context: Sequence[int] = ()) -> tuple[DraftTree, tuple[float, ...] | None]:
         if tree.n_drafted == 0:
             self.history.append(0)
+            self._selected = (tree, [()])
             return tree, (1.0,)
-        probs = path_probabilities(tree, self.model)
+        kinds = tree_kinds(tree, self.memory, context[-2] if len(context) > 1 else -1)
+        probs = path_probabilities(tree, self.model, kinds)
         order, n = best_size(probs, self.profile)
         kept = np.sort(order[:n])
         self.history.append(n)
-        return tree.subtree(kept.tolist()), (1.0, *probs[kept].tolist())
+        verified = tree.subtree(kept.tolist())
+        self._selected = (verified, [kinds[i] for i in [0, *kept.tolist()]])
+        return verified, (1.0, *probs[kept].tolist())
+
+    def observe_model(
+        self,
+        tokens: Sequence[int],
+        previous: Sequence[int],
+        successors: Sequence[Sequence[int]],
+        probabilities: Sequence[Sequence[float]],
+    ) -> None:
+        self.memory.observe(tokens, previous, successors, probabilities)
 
     def observe(self, step: Step) -> None:
         tree, on_path = step.tree, set(step.accepted_nodes)
+        # The kinds as `select` saw them (the model's opinion has moved on since).
+        kinds = self._selected[1] if self._selected[0] is tree else tree_kinds(tree, self.memory)
         for node in range(1, len(tree)):
             if tree.parents[node] in on_path:  # its fate was decided: its parent was accepted
-                self.model.observe(node_kinds(tree, node), node in on_path)
+                self.model.observe(kinds[node], node in on_path)
         self.model.next_step()
 
     def finish(self) -> None:

@@ -23,6 +23,7 @@ from hdlib.value import (
     best_size,
     node_kinds,
     path_probabilities,
+    tree_kinds,
 )
 
 FLAT = ForwardProfile(tuple([0.05] * 64), 256, "flat")
@@ -39,14 +40,14 @@ def build(drafts) -> DraftTree:
 
 
 @settings(max_examples=60, deadline=None)
-@given(drafts=trees, rates=st.lists(st.floats(0.0, 1.0), min_size=3, max_size=3), steep=st.booleans())
+@given(drafts=trees, rates=st.lists(st.just(0.0) | st.floats(0.01, 1.0), min_size=3, max_size=3), steep=st.booleans())
 def test_the_kept_nodes_are_the_most_probable_and_closed_under_ancestors(drafts, rates, steep):
     tree = build(drafts)
-    model = AcceptanceModel({t.value + "/": r for t, r in zip(list(Tier)[:3], rates)})
+    model = AcceptanceModel({f"{t.value}/{part}/-1/-1": r for t, r in zip(list(Tier)[:3], rates) for part in ("", "x")})
     policy = ValueTree(STEEP if steep else FLAT)
     policy.model = model
     kept, estimates = policy.select(tree)
-    probs = path_probabilities(tree, model)
+    probs = path_probabilities(tree, model, tree_kinds(tree))
     order, n = best_size(probs, policy.profile)
     assert kept.n_drafted == n and estimates is not None and len(estimates) == len(kept)
     chosen = set(order[:n].tolist()) | {0}
@@ -58,23 +59,23 @@ def test_the_kept_nodes_are_the_most_probable_and_closed_under_ancestors(drafts,
         tuple(tree.tokens[j] for j in tree.path_to(i)) for i in chosen
     )
     if not steep:  # a free forward pass: everything with a chance is worth verifying
-        assert n == sum(p > 1e-9 for p in probs[1:])
+        assert n == sum(p > 0 for p in probs[1:])
 
 
 def test_nothing_is_verified_when_drafts_do_not_pay_on_a_steep_profile():
     tree = build([((1, 2, 3), Tier.STATISTICS)])
     policy = ValueTree(STEEP)
-    policy.model = AcceptanceModel({"statistics/": 0.3})  # 1.3 tokens for 1.5 times the time
+    policy.model = AcceptanceModel({"statistics//-1/-1": 0.3})  # 1.3 tokens for 1.5 times the time
     kept, estimates = policy.select(tree)
     assert kept.n_drafted == 0 and estimates == (1.0,)
-    policy.model = AcceptanceModel({"statistics/": 0.99})
+    policy.model = AcceptanceModel({"statistics//-1/-1": 0.99})
     assert policy.select(tree)[0].n_drafted == 3
 
 
 def test_path_probability_is_the_product_along_the_path():
     tree = build([((1, 2, 3), Tier.CONTEXT)])
-    model = AcceptanceModel({"context/": 0.5})
-    assert path_probabilities(tree, model).tolist() == [1.0, 0.5, 0.25, 0.125]
+    model = AcceptanceModel({"context//-1/-1": 0.5})
+    assert path_probabilities(tree, model, tree_kinds(tree)).tolist() == [1.0, 0.5, 0.25, 0.125]
 
 
 def test_the_estimate_follows_what_a_kind_achieved_and_shrinks_toward_the_coarser_one():
@@ -89,6 +90,16 @@ def test_the_estimate_follows_what_a_kind_achieved_and_shrinks_toward_the_coarse
     deeper = node_kinds(tree, 2)
     assert model.probability(deeper) > 0.8
     assert model.probability(node_kinds(tree, 3)) == pytest.approx(DEFAULT_PRIOR)  # another tier
+
+
+def test_an_estimate_starts_from_the_models_opinion_else_the_tiers_confidence():
+    tree = DraftTree(root=0)
+    tree.add((1,), Tier.STATISTICS, 8, 8, confidence=(0.9,))
+    tree.add((2,), Tier.STATISTICS, 8, 8)
+    model = AcceptanceModel()
+    assert model.probability(node_kinds(tree, 1)) == pytest.approx(0.875)  # the band 0.8-0.95
+    assert model.probability(node_kinds(tree, 1, model_opinion=0.1)) == pytest.approx(0.125)  # the model knows better
+    assert model.probability(node_kinds(tree, 2)) == pytest.approx(DEFAULT_PRIOR)
 
 
 def test_old_evidence_fades():
@@ -122,16 +133,16 @@ def test_the_prior_is_kept_on_disk_and_merged(tmp_path):
     path = tmp_path / "prior.json"
     prior = AcceptancePrior(path)
     assert prior.rates() == {}
-    prior.merge({"context/": (0.8, 10.0)})
-    prior.merge({"context/": (0.2, 10.0)})
-    assert AcceptancePrior(path).rates() == {"context/": pytest.approx(0.5)}
+    prior.merge({"context//-1/-1": (0.8, 10.0)})
+    prior.merge({"context//-1/-1": (0.2, 10.0)})
+    assert AcceptancePrior(path).rates() == {"context//-1/-1": pytest.approx(0.5)}
     path.write_text("{not json")
     assert AcceptancePrior(path).rates() == {}  # a damaged file is started again
     policy = ValueTree(FLAT, AcceptancePrior(path))
     tree = build([((1,), Tier.CONTEXT)])
     policy.observe(Step(0, 5, 8, tree, (0, 1), (1, 7), (Tier.CONTEXT, Tier.TARGET), StepTimes(0, 0, 0, 0, 0)))
     policy.finish()
-    assert json.loads(path.read_text())["context/"][0] == 1.0
+    assert json.loads(path.read_text())["context//-1/-1"][0] == 1.0
 
 
 def test_bad_settings_are_refused():
@@ -145,16 +156,16 @@ def test_bad_settings_are_refused():
 
 def test_recycled_successors_are_drafted_best_first_one_node_each():
     table = Successors(width=2)
-    assert table.propose(5, budget=8) == []
-    table.observe([5, 6, 7], [[6, 8], [7, 9], [5, 6]], [[0.9, 0.05], [0.8, 0.1], [0.5, 0.4]])
-    found = table.propose(5, budget=5, max_depth=3)
+    assert table.propose([5], budget=8) == []
+    table.observe([5, 6, 7], [-1, -1, -1], [[6, 8], [7, 9], [5, 6]], [[0.9, 0.05], [0.8, 0.1], [0.5, 0.4]])
+    found = table.propose([5], budget=5, max_depth=3)
     paths = [p.tokens for p in found]
     assert paths[0] == (6,) and paths[1] == (6, 7)  # the top guess, then the top guess after it
     assert len(paths) == 5 and len(set(paths)) == 5
     assert all(p[:-1] in paths or len(p) == 1 for p in paths)  # each adds one node below a drafted one
     assert all(len(p) <= 3 and q.source == "recycled" and q.key_length == 1 for p, q in zip(paths, found))
-    table.observe([5], [[8, 6]], [[0.6, 0.3]])  # newer guesses replace older ones
-    assert table.propose(5, budget=1)[0].tokens == (8,)
+    table.observe([5], [-1], [[8, 6]], [[0.6, 0.3]])  # newer guesses replace older ones
+    assert table.propose([5], budget=1)[0].tokens == (8,)
 
 
 def test_a_drafted_tree_keeps_what_the_tiers_said_of_each_node():

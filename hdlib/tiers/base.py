@@ -80,7 +80,12 @@ class DraftTier(ABC):
     successors_wanted: int = 0
 
     def observe_model(
-        self, tokens: Sequence[int], successors: Sequence[Sequence[int]], probabilities: Sequence[Sequence[float]]
+        self,
+        tokens: Sequence[int],
+        previous: Sequence[int],
+        successors: Sequence[Sequence[int]],
+        probabilities: Sequence[Sequence[float]],
     ) -> None:
-        """After a pass over nodes `tokens`: `successors[i]` are the model's most likely tokens after
-        node i, best first, and `probabilities[i]` their probabilities (softmax of the logits)."""
+        """After a pass over nodes `tokens` (`previous[i]`: the token before node i, -1 if none):
+        `successors[i]` are the model's most likely tokens after node i, best first, and
+        `probabilities[i]` their probabilities (softmax of the logits)."""

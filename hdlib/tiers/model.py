@@ -101,10 +101,14 @@ class ModelTier(DraftTier):
             self.recycled.clear()
 
     def observe_model(
-        self, tokens: Sequence[int], successors: Sequence[Sequence[int]], probabilities: Sequence[Sequence[float]]
+        self,
+        tokens: Sequence[int],
+        previous: Sequence[int],
+        successors: Sequence[Sequence[int]],
+        probabilities: Sequence[Sequence[float]],
     ) -> None:
         if self.recycled is not None:
-            self.recycled.observe(tokens, successors, probabilities)
+            self.recycled.observe(tokens, previous, successors, probabilities)
 
     def lookup(self, context: Sequence[int], budget: int) -> list[Draft]:
         return [p.tokens for p in self.propose(context, budget)]
@@ -112,7 +116,7 @@ class ModelTier(DraftTier):
     def propose(self, context: Sequence[int], budget: int) -> list[Proposal]:
         """The phrase database's drafts, then the recycled guesses: half the budget at least, when the
         model has been seen to continue the newest token."""
-        recycling = self.recycled is not None and int(context[-1]) in self.recycled.table
+        recycling = self.recycled is not None and self.recycled.guesses(int(context[-1]))[0] > 0
         phrases_budget = budget - budget // 2 if recycling else budget
         found = self._collect(context, phrases_budget)
         proposals = [
@@ -120,7 +124,7 @@ class ModelTier(DraftTier):
             for d, (_, key_length, share) in zip(found.drafts, found.notes, strict=True)  # type: ignore[misc]
         ]
         if recycling:
-            proposals += self.recycled.propose(context[-1], budget - (phrases_budget - found.left))
+            proposals += self.recycled.propose(context, budget - (phrases_budget - found.left))
         return proposals
 
     def explain(self, context: Sequence[int], budget: int = 16) -> list[tuple[Draft, int]]:

@@ -21,35 +21,69 @@ SOURCE = "recycled"
 
 
 class Successors:
+    """The model's most likely next tokens after a token (order 1) and after a token pair (order 2).
+
+    An order-2 entry is more specific to the context (the model saw that very pair) and is used
+    where there is one; order 1 fills in.
+    """
+
     def __init__(self, width: int = 8) -> None:
         if width < 1:
             raise HDError(f"recycled successors: width must be at least 1, got {width}")
         self.width = width
-        self.table: dict[int, tuple[tuple[int, float], ...]] = {}  # token -> (next token, probability), best first
+        # (token,) or (previous token, token) -> (next token, probability), best first
+        self.table: dict[tuple[int, ...], tuple[tuple[int, float], ...]] = {}
 
     def clear(self) -> None:
         self.table.clear()
 
     def observe(
-        self, tokens: Sequence[int], successors: Sequence[Sequence[int]], probabilities: Sequence[Sequence[float]]
+        self,
+        tokens: Sequence[int],
+        previous: Sequence[int],
+        successors: Sequence[Sequence[int]],
+        probabilities: Sequence[Sequence[float]],
     ) -> None:
-        """`successors[i]`: the model's most likely tokens after node `tokens[i]`, best first, with
-        their `probabilities[i]`."""
-        for token, nexts, probs in zip(tokens, successors, probabilities, strict=True):
-            self.table[int(token)] = tuple((int(t), float(p)) for t, p in zip(nexts[: self.width], probs))
+        """`successors[i]`: the model's most likely tokens after node `tokens[i]` (which followed
+        `previous[i]`; -1 when nothing did), best first, with their `probabilities[i]`."""
+        for token, before, nexts, probs in zip(tokens, previous, successors, probabilities, strict=True):
+            guesses = tuple((int(t), float(p)) for t, p in zip(nexts[: self.width], probs))
+            self.table[(int(token),)] = guesses
+            if before >= 0:
+                self.table[(int(before), int(token))] = guesses
 
-    def propose(self, root: int, budget: int, max_depth: int = 8) -> list[Proposal]:
-        """Paths from `root` through the table, best-first; each adds one node to the trie."""
+    def guesses(self, token: int, before: int = -1) -> tuple[int, tuple[tuple[int, float], ...]]:
+        """(order used, guesses) after `token` preceded by `before`: (0, ()) when never seen."""
+        for key in ((before, token), (token,)) if before >= 0 else ((token,),):
+            found = self.table.get(key)
+            if found is not None:
+                return len(key), found
+        return 0, ()
+
+    def probability(self, token: int, after: int, before: int = -1) -> float:
+        """The model's probability of `token` after (`before`, `after`) when it last saw them: 0 if it
+        was not among the `width` most likely, -1 if it never saw `after`."""
+        order, guesses = self.guesses(after, before)
+        if order == 0:
+            return -1.0
+        return next((p for t, p in guesses if t == token), 0.0)
+
+    def propose(self, context: Sequence[int], budget: int, max_depth: int = 8) -> list[Proposal]:
+        """Paths from the newest token of `context` through the table, best-first; each adds one
+        node to the trie. A proposal's key length is the order of the entry its last token came from."""
         found: list[Proposal] = []
-        heap: list[tuple[float, int, tuple[int, ...], tuple[float, ...]]] = [(-1.0, 0, (), ())]
+        start = (int(context[-2]) if len(context) > 1 else -1, int(context[-1]))
+        heap: list[tuple[float, int, tuple[int, ...], tuple[float, ...], int]] = [(-1.0, 0, (), (), 0)]
         tie = 1
         while heap and len(found) < budget:
-            neg_score, _, path, probs = heapq.heappop(heap)
+            neg_score, _, path, probs, order = heapq.heappop(heap)
             if path:
-                found.append(Proposal(path, key_length=1, source=SOURCE, confidence=probs))
+                found.append(Proposal(path, key_length=order, source=SOURCE, confidence=probs))
             if len(path) == max_depth:
                 continue
-            for token, p in self.table.get(path[-1] if path else root, ()):
-                heapq.heappush(heap, (neg_score * p, tie, (*path, token), (*probs, p)))
+            before, token = (start + path)[-2:]
+            used, guesses = self.guesses(token, before)
+            for nxt, p in guesses:
+                heapq.heappush(heap, (neg_score * p, tie, (*path, nxt), (*probs, p), used))
                 tie += 1
         return found
