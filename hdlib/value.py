@@ -46,7 +46,7 @@ if TYPE_CHECKING:
     from hdlib.budget import ForwardProfile
     from hdlib.trace import Step
 
-CANDIDATES = 32  # draft tokens each tier may propose per step, before the ranking keeps the best
+CANDIDATES = 16  # draft tokens each tier may propose per step, before the ranking keeps the best
 DEFAULT_PRIOR = 0.3  # acceptance of a kind never seen, on any model: optimistic enough to be tried
 
 
@@ -181,8 +181,9 @@ class ValueTree:
     successors_wanted = 8  # the model's top guesses after every node: its opinion of the next drafts
 
     def __init__(
-        self, profile: ForwardProfile, prior: AcceptancePrior | None = None, candidates: int = CANDIDATES
+        self, profile: ForwardProfile, prior: AcceptancePrior | None = None, candidates: int | None = None
     ) -> None:
+        candidates = CANDIDATES if candidates is None else candidates
         if not isinstance(candidates, int) or candidates < 0:
             raise HDError(f"the candidate budget must be a non-negative integer, got {candidates!r}")
         self.profile = profile
