@@ -21,6 +21,7 @@ from hdlib.sampling import Sampler, Warp
 from hdlib.tiers import ContextSettings, ContextTier, DraftTier, Tier
 from hdlib.trace import Generation, Step, StepTimes
 from hdlib.tree import DraftTree, tree_buffers
+from hdlib.value import ValueTree
 
 __version__ = "0.1.0"
 
@@ -41,6 +42,7 @@ __all__ = [
     "Step",
     "StepTimes",
     "Tier",
+    "ValueTree",
     "Warp",
     "decode",
     "describe",

@@ -28,6 +28,7 @@ from tqdm.auto import tqdm
 from hdlib.errors import HDError
 from hdlib.models import cache_dir
 from hdlib.store import write_text_atomic
+from hdlib.tiers.base import ModelGuesses
 from hdlib.tree import DraftTree, tree_buffers
 from hdlib.verifier import AttentionLayout, compact_cache, new_cache, prefill, tree_logits
 
@@ -53,13 +54,7 @@ class BudgetPolicy(Protocol):
 
     successors_wanted: int  # the model's most likely next tokens per verified node, for observe_model
 
-    def observe_model(
-        self,
-        tokens: Sequence[int],
-        previous: Sequence[int],
-        successors: Sequence[Sequence[int]],
-        probabilities: Sequence[Sequence[float]],
-    ) -> None: ...
+    def observe_model(self, guesses: ModelGuesses) -> None: ...
 
     def finish(self) -> None:
         """The generation is over."""
@@ -72,13 +67,7 @@ class _VerifyAll:
     per_tier = False
     successors_wanted = 0
 
-    def observe_model(
-        self,
-        tokens: Sequence[int],
-        previous: Sequence[int],
-        successors: Sequence[Sequence[int]],
-        probabilities: Sequence[Sequence[float]],
-    ) -> None:
+    def observe_model(self, guesses: ModelGuesses) -> None:
         pass
 
     def select(self, tree: DraftTree, context: Sequence[int] = ()) -> tuple[DraftTree, tuple[float, ...] | None]:

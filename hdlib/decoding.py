@@ -24,6 +24,7 @@ from hdlib.drafter import Drafter
 from hdlib.errors import HDError
 from hdlib.sampling import Sampler, Warp
 from hdlib.tiers import DEFAULT_TIERS, DraftTier, Tier, make_tier, parse_tiers
+from hdlib.tiers.base import ModelGuesses
 from hdlib.models import cache_dir
 from hdlib.trace import Generation, Step, StepTimes
 from hdlib.tree import DraftTree, tree_buffers
@@ -67,10 +68,7 @@ def check_prompt(prompt_ids: Sequence[int], limit: int) -> None:
         )
 
 
-Guesses = tuple[list[list[int]], list[list[float]]]  # per position: the most likely next tokens, their probabilities
-
-
-def top_guesses(logits: torch.Tensor, k: int) -> Guesses:
+def top_guesses(logits: torch.Tensor, k: int) -> tuple[list[list[int]], list[list[float]]]:
     """The `k` most likely tokens after each row of (N, V) `logits`, with their probabilities."""
     best = logits.topk(k, dim=-1)
     probs = (best.values - logits.logsumexp(dim=-1, keepdim=True)).exp()
@@ -99,7 +97,7 @@ class _Verifier:
     @torch.inference_mode()
     def step(
         self, tree: DraftTree, past_len: int, successors: int = 0
-    ) -> tuple[list[int], int, list[float], Guesses | None]:
+    ) -> tuple[list[int], int, list[float], tuple[list[list[int]], list[list[float]]] | None]:
         """Accepted node path, the model's own last token, the seconds of [tree, forward, accept,
         compact], and (when `successors` > 0) the model's that many most likely tokens after each
         node with their probabilities."""
@@ -107,7 +105,6 @@ class _Verifier:
         buffers = tree_buffers(tree, past_len, self.device)
         marks.append(time.perf_counter())
         logits = tree_logits(self.model, self.layout, buffers, self.cache, past_len)
-        top = top_guesses(logits, successors) if successors else None
         if self.sampler is None:
             predictions = logits.argmax(dim=-1)
             _sync(self.device)
@@ -117,6 +114,7 @@ class _Verifier:
             _sync(self.device)
             marks.append(time.perf_counter())
             path, bonus = self.sampler.accept(tree, logits)
+        top = top_guesses(logits, successors) if successors else None  # engine time: counted with acceptance
         marks.append(time.perf_counter())
         compact_cache(self.cache, past_len, path)
         marks.append(time.perf_counter())
@@ -170,8 +168,9 @@ def decode(
         start = time.perf_counter()
         if top is not None:
             previous = [tokens[-2] if len(tokens) > 1 else -1, *(tree.tokens[p] for p in tree.parents[1:])]
-            drafter.observe_model(tree.tokens, previous, *top)
-            budget.observe_model(tree.tokens, previous, *top)
+            guesses = ModelGuesses(tree.tokens, previous, *top)
+            drafter.observe_model(guesses)
+            budget.observe_model(guesses)
         emitted = [tree.tokens[n] for n in path[1:]] + [bonus]
         tiers = [tree.tiers[n] for n in path[1:]] + [Tier.TARGET]
         for i, token in enumerate(emitted):

@@ -12,7 +12,7 @@ import time
 from collections.abc import Sequence
 
 from hdlib.errors import HDError
-from hdlib.tiers.base import DraftTier, Tier
+from hdlib.tiers.base import DraftTier, ModelGuesses, Tier
 from hdlib.tree import DraftTree
 
 
@@ -41,16 +41,10 @@ class Drafter:
         """How many of the model's most likely next tokens per verified node the tiers learn from."""
         return max((t.successors_wanted for t in self.tiers), default=0)
 
-    def observe_model(
-        self,
-        tokens: Sequence[int],
-        previous: Sequence[int],
-        successors: Sequence[Sequence[int]],
-        probabilities: Sequence[Sequence[float]],
-    ) -> None:
+    def observe_model(self, guesses: ModelGuesses) -> None:
         for tier in self.tiers:
             if tier.successors_wanted:
-                tier.observe_model(tokens, previous, successors, probabilities)
+                tier.observe_model(guesses)
 
     def draft(self, context: Sequence[int], budget: int, max_depth: int, per_tier: bool = False) -> DraftTree:
         """A trie rooted at the newest context token with at most `budget` draft tokens.

@@ -20,9 +20,9 @@ step. A lower tier's drafts thus enter only where they are expected to pay.
 Estimates are counts with exponential decay (recent steps weigh more: a copying phase and a free
 phase differ), shrunk level by level toward a coarser kind: (tier, part, confidence band, opinion
 band, agreement, depth, key length, rank) toward (... depth) toward (... agreement) toward (tier,
-part, confidence band, opinion band), which starts from the opinion or the confidence itself. The prior is what the same kinds
-achieved before on this model and device, kept on disk (`AcceptancePrior`), so a new generation
-starts where the last ones left off. A kind that is no longer verified drifts back to its coarser
+part, confidence band, opinion band), which starts from the opinion or the confidence itself. The
+prior is what the same kinds achieved before on this model and device, kept on disk
+(`AcceptancePrior`), so a new generation starts where the last ones left off. A kind that is no longer verified drifts back to its coarser
 estimate, so it is tried again: that is the exploration.
 """
 
@@ -39,6 +39,7 @@ import numpy as np
 
 from hdlib.errors import HDError
 from hdlib.store import write_text_atomic
+from hdlib.tiers.base import ModelGuesses
 from hdlib.tiers.recycling import Successors
 from hdlib.tree import DraftTree
 
@@ -66,7 +67,8 @@ def node_kinds(tree: DraftTree, node: int, model_opinion: float = -1.0) -> tuple
     time the model saw that token (0: not among its top guesses; -1: never seen).
     """
     tier = tree.tiers[node]
-    coarse = (tier.value if tier is not None else "", tree.sources[node], band(tree.confidences[node]), band(model_opinion))
+    name = tier.value if tier is not None else ""
+    coarse = (name, tree.sources[node], band(tree.confidences[node]), band(model_opinion))
     agreed = (*coarse, min(tree.agreement(node), 2))
     deep = (*agreed, min(tree.depths[node], 6))
     fine = (*deep, min(tree.key_lengths[node], 4), min(tree.sibling_rank(node), 2))
@@ -98,6 +100,7 @@ class AcceptanceModel:
         self.strength = strength  # pseudo-observations a coarser estimate is worth to a finer one
         self._weight = 1.0  # the weight of an observation now: 1 / decay^steps, so old ones fade
         self._counts: dict[Hashable, _Counts] = {}
+        self._prior_of: dict[Hashable, float | None] = {}  # kind -> its prior (None: none), looked up once
 
     def probability(self, kinds: tuple[Hashable, ...]) -> float:
         """Acceptance of a node with these kinds (finest first) when its parent is accepted.
@@ -108,7 +111,10 @@ class AcceptanceModel:
         p = first_guess(kinds)
         pseudo = self.strength * self._weight
         for kind in reversed(kinds):
-            p = self.prior.get(prior_name(kind), p)
+            if kind not in self._prior_of:
+                self._prior_of[kind] = self.prior.get(prior_name(kind))
+            known = self._prior_of[kind]
+            p = p if known is None else known
             c = self._counts.get(kind)
             if c is not None:
                 p = (c.accepted + pseudo * p) / (c.seen + pseudo)
@@ -211,14 +217,8 @@ class ValueTree:
         self._selected = (verified, [kinds[i] for i in [0, *kept.tolist()]])
         return verified, (1.0, *probs[kept].tolist())
 
-    def observe_model(
-        self,
-        tokens: Sequence[int],
-        previous: Sequence[int],
-        successors: Sequence[Sequence[int]],
-        probabilities: Sequence[Sequence[float]],
-    ) -> None:
-        self.memory.observe(tokens, previous, successors, probabilities)
+    def observe_model(self, guesses: ModelGuesses) -> None:
+        self.memory.observe(guesses)
 
     def observe(self, step: Step) -> None:
         tree, on_path = step.tree, set(step.accepted_nodes)

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from hdlib.budget import ForwardProfile
 from hdlib.errors import HDError
-from hdlib.tiers.base import Tier
+from hdlib.tiers.base import ModelGuesses, Tier
 from hdlib.tiers.recycling import Successors
 from hdlib.trace import Step, StepTimes
 from hdlib.tree import DraftTree
@@ -157,14 +157,14 @@ def test_bad_settings_are_refused():
 def test_recycled_successors_are_drafted_best_first_one_node_each():
     table = Successors(width=2)
     assert table.propose([5], budget=8) == []
-    table.observe([5, 6, 7], [-1, -1, -1], [[6, 8], [7, 9], [5, 6]], [[0.9, 0.05], [0.8, 0.1], [0.5, 0.4]])
+    table.observe(ModelGuesses([5, 6, 7], [-1, -1, -1], [[6, 8], [7, 9], [5, 6]], [[0.9, 0.05], [0.8, 0.1], [0.5, 0.4]]))
     found = table.propose([5], budget=5, max_depth=3)
     paths = [p.tokens for p in found]
     assert paths[0] == (6,) and paths[1] == (6, 7)  # the top guess, then the top guess after it
     assert len(paths) == 5 and len(set(paths)) == 5
     assert all(p[:-1] in paths or len(p) == 1 for p in paths)  # each adds one node below a drafted one
     assert all(len(p) <= 3 and q.source == "recycled" and q.key_length == 1 for p, q in zip(paths, found))
-    table.observe([5], [-1], [[8, 6]], [[0.6, 0.3]])  # newer guesses replace older ones
+    table.observe(ModelGuesses([5], [-1], [[8, 6]], [[0.6, 0.3]]))  # newer guesses replace older ones
     assert table.propose([5], budget=1)[0].tokens == (8,)
 
 
@@ -179,3 +179,23 @@ def test_a_drafted_tree_keeps_what_the_tiers_said_of_each_node():
     with pytest.raises(ValueError):
         tree.subtree([3])
     assert np.array_equal(sub.depths, [0, 1, 2])
+
+
+def test_the_model_tier_drafts_from_its_phrases_its_recycled_guesses_or_both():
+    from hdlib.tiers.model import ModelSettings, ModelTier
+
+    ngrams, counts = np.array([[1, 2, 3, 4]]), np.array([5])
+    both = ModelTier(ngrams, counts)
+    phrases = ModelTier(ngrams, counts, ModelSettings(recycle_width=0))
+    guesses = ModelTier(ngrams, counts, ModelSettings(phrases=False))
+    assert phrases.successors_wanted == 0 and phrases.recycled is None
+    for tier in (both, guesses):
+        tier.begin([1, 2])
+        tier.observe_model(ModelGuesses([2], [1], [[7, 8]], [[0.7, 0.2]]))
+    sources = {name: {(p.tokens, p.source) for p in t.propose([1, 2], 8)} for name, t in
+               [("both", both), ("phrases", phrases), ("guesses", guesses)]}
+    assert sources["phrases"] == {((3, 4), "")}
+    assert sources["guesses"] == {((7,), "recycled"), ((8,), "recycled")}
+    assert sources["both"] == sources["phrases"] | sources["guesses"]
+    both.begin([1, 2])  # a new request: the guesses are forgotten, the phrases stay
+    assert {p.source for p in both.propose([1, 2], 8)} == {""}

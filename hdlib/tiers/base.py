@@ -20,6 +20,16 @@ Draft = tuple[int, ...]
 
 
 @dataclass(frozen=True)
+class ModelGuesses:
+    """What one verification pass said: after each of its tokens, the model's most likely next ones."""
+
+    tokens: Sequence[int]  # the tokens of the pass (the tree's nodes)
+    previous: Sequence[int]  # the token before each of them (-1: none)
+    successors: Sequence[Sequence[int]]  # per token: the most likely next tokens, best first
+    probabilities: Sequence[Sequence[float]]  # ... and their probabilities (softmax of the logits)
+
+
+@dataclass(frozen=True)
 class Proposal:
     """A draft with what the tier knows about it: what a value-ranked tree estimates its worth from."""
 
@@ -79,13 +89,5 @@ class DraftTier(ABC):
     # verification pass, the model's most likely next tokens at every node of the tree.
     successors_wanted: int = 0
 
-    def observe_model(
-        self,
-        tokens: Sequence[int],
-        previous: Sequence[int],
-        successors: Sequence[Sequence[int]],
-        probabilities: Sequence[Sequence[float]],
-    ) -> None:
-        """After a pass over nodes `tokens` (`previous[i]`: the token before node i, -1 if none):
-        `successors[i]` are the model's most likely tokens after node i, best first, and
-        `probabilities[i]` their probabilities (softmax of the logits)."""
+    def observe_model(self, guesses: ModelGuesses) -> None:
+        """What the model said after every node of the pass just verified."""

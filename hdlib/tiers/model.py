@@ -23,7 +23,7 @@ import numpy as np
 from hdlib.errors import HDError
 from hdlib.ngram import DraftSet, NGramIndex
 from hdlib.store import read_db
-from hdlib.tiers.base import Draft, DraftTier, Proposal, Tier
+from hdlib.tiers.base import Draft, DraftTier, ModelGuesses, Proposal, Tier
 from hdlib.tiers.recycling import Successors
 
 Continuation = tuple[Draft, int]  # (tokens after the key, document frequency)
@@ -40,6 +40,7 @@ class ModelSettings:
     # The online part (hdlib.tiers.recycling): the model's own top guesses after each token, as the
     # verification passes compute them; 0 turns it off. Cleared at each request's start.
     recycle_width: int = 8
+    phrases: bool = True  # draft from the phrase database (False: only the recycled guesses, for ablations)
 
     def __post_init__(self) -> None:
         if self.min_key < 1 or (self.max_key is not None and self.max_key < self.min_key):
@@ -100,15 +101,9 @@ class ModelTier(DraftTier):
         if self.recycled is not None:
             self.recycled.clear()
 
-    def observe_model(
-        self,
-        tokens: Sequence[int],
-        previous: Sequence[int],
-        successors: Sequence[Sequence[int]],
-        probabilities: Sequence[Sequence[float]],
-    ) -> None:
+    def observe_model(self, guesses: ModelGuesses) -> None:
         if self.recycled is not None:
-            self.recycled.observe(tokens, previous, successors, probabilities)
+            self.recycled.observe(guesses)
 
     def lookup(self, context: Sequence[int], budget: int) -> list[Draft]:
         return [p.tokens for p in self.propose(context, budget)]
@@ -117,7 +112,7 @@ class ModelTier(DraftTier):
         """The phrase database's drafts, then the recycled guesses: half the budget at least, when the
         model has been seen to continue the newest token."""
         recycling = self.recycled is not None and self.recycled.guesses(int(context[-1]))[0] > 0
-        phrases_budget = budget - budget // 2 if recycling else budget
+        phrases_budget = (budget - budget // 2 if recycling else budget) if self.settings.phrases else 0
         found = self._collect(context, phrases_budget)
         proposals = [
             Proposal(d, key_length, confidence=(share,))

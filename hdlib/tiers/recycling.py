@@ -15,7 +15,7 @@ import heapq
 from collections.abc import Sequence
 
 from hdlib.errors import HDError
-from hdlib.tiers.base import Proposal
+from hdlib.tiers.base import ModelGuesses, Proposal
 
 SOURCE = "recycled"
 
@@ -37,16 +37,10 @@ class Successors:
     def clear(self) -> None:
         self.table.clear()
 
-    def observe(
-        self,
-        tokens: Sequence[int],
-        previous: Sequence[int],
-        successors: Sequence[Sequence[int]],
-        probabilities: Sequence[Sequence[float]],
-    ) -> None:
-        """`successors[i]`: the model's most likely tokens after node `tokens[i]` (which followed
-        `previous[i]`; -1 when nothing did), best first, with their `probabilities[i]`."""
-        for token, before, nexts, probs in zip(tokens, previous, successors, probabilities, strict=True):
+    def observe(self, guesses: ModelGuesses) -> None:
+        """Keep the pass's guesses after every token and token pair; newer ones replace older ones."""
+        g = guesses
+        for token, before, nexts, probs in zip(g.tokens, g.previous, g.successors, g.probabilities, strict=True):
             guesses = tuple((int(t), float(p)) for t, p in zip(nexts[: self.width], probs))
             self.table[(int(token),)] = guesses
             if before >= 0:

@@ -1,0 +1,118 @@
+"""The GPU regime on any machine: MAT at a fixed draft budget, per tier set and per part of the model tier.
+
+    python benchmarks/fixed_budget.py [--per-task 2] [--max-new-tokens 128] [--budget 64]
+        [--out benchmarks/fixed_budget.json]
+
+On a GPU a forward pass over 65 tokens costs about what one over 1 token does, so the budget is
+large and the MAT it reaches is the speedup. This runs `ar` and, at a fixed budget, the tier sets
+C, CM, CS, CMS, the model tier alone and each of its parts alone (the phrase database; the recycled
+guesses of the model), on the same Spec-Bench questions, every turn, the conversation so far being
+`ar`'s. It reports MAT, the draft tokens verified per step, MAT per verified node, and, for every
+part of every tier, the tokens it drafted and the share of them accepted.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections import Counter
+
+from common import load, spec_bench_parser
+
+from hdlib.cpu import describe_machine
+from hdlib.databases import load_tier
+from hdlib.decoding import generate
+from hdlib.modeldb import default_model_db_path
+from hdlib.store import write_text_atomic
+from hdlib.tiers import ContextTier, Tier
+from hdlib.tiers.model import ModelSettings, ModelTier
+
+
+def main() -> None:
+    parser = spec_bench_parser(__doc__, "C,CM,CS,CMS,M,M-phrases,M-recycled", "benchmarks/fixed_budget.json")
+    parser.add_argument("--budget", type=int, default=64)
+    args = parser.parse_args()
+    questions, lm = load(args)
+    model_db = load_tier(Tier.MODEL, lm)
+    statistics = load_tier(Tier.STATISTICS, lm)
+
+    def model_tier(**settings: object) -> ModelTier:
+        return ModelTier.from_file(default_model_db_path(lm), lm.fingerprint, ModelSettings(**settings))  # type: ignore[arg-type]
+
+    parts = {"M-phrases": model_tier(recycle_width=0), "M-recycled": model_tier(phrases=False)}
+
+    def tiers(name: str) -> list:
+        if name in parts:
+            return [parts[name]]
+        return [{"C": ContextTier(), "M": model_db, "S": statistics}[letter] for letter in name]
+
+    names = args.methods.split(",")
+    totals = {n: Counter() for n in ["ar", *names]}
+    identical = {n: 0 for n in names}
+    for q in questions:
+        messages, history, answers = [], [], {n: [] for n in ["ar", *names]}
+        for turn in q.turns:
+            messages.append({"role": "user", "content": turn})
+            ids = lm.encode_prompt(messages)
+            base = generate(lm, ids, (), max_new_tokens=args.max_new_tokens)
+            answers["ar"].append(base.tokens)
+            for name in names:
+                g = generate(lm, ids, tiers(name), max_new_tokens=args.max_new_tokens, budget=args.budget)
+                answers[name].append(g.tokens)
+                t = totals[name]
+                t["tokens"] += len(g.tokens)
+                t["steps"] += len(g.steps)
+                t["wall_ms"] += round(1e3 * g.wall_s)
+                for s in g.steps:
+                    t["verified"] += s.tree.n_drafted
+                    for node in range(1, len(s.tree)):
+                        part = f"{s.tree.tiers[node].value}{'/' + s.tree.sources[node] if s.tree.sources[node] else ''}"
+                        t[f"drafted {part}"] += 1
+                    for node in s.accepted_nodes[1:]:
+                        part = f"{s.tree.tiers[node].value}{'/' + s.tree.sources[node] if s.tree.sources[node] else ''}"
+                        t[f"accepted {part}"] += 1
+            totals["ar"]["tokens"] += len(base.tokens)
+            totals["ar"]["steps"] += len(base.steps)
+            totals["ar"]["wall_ms"] += round(1e3 * base.wall_s)
+            messages.append({"role": "assistant", "content": base.text})
+        for name in names:
+            identical[name] += answers[name] == answers["ar"]
+        line = " ".join(f"{n} {totals[n]['tokens'] / totals[n]['steps']:.2f}" for n in names)
+        print(f"q{q.question_id} ({q.task}) running MAT: {line}", file=sys.stderr, flush=True)
+
+    methods = {}
+    for name in names:
+        t = totals[name]
+        part_names = sorted({k.split(" ", 1)[1] for k in t if k.startswith("drafted ")})
+        methods[f"{name}@{args.budget}"] = {
+            "mat": t["tokens"] / t["steps"],
+            "verified_per_step": t["verified"] / t["steps"],
+            "mat_per_verified_node": (t["tokens"] / t["steps"] - 1) / max(t["verified"] / t["steps"], 1e-9),
+            "speed_vs_ar": (t["tokens"] / t["wall_ms"]) / (totals["ar"]["tokens"] / totals["ar"]["wall_ms"]),
+            "identical_frac": identical[name] / len(questions),
+            "parts": {
+                p: {"drafted": t[f"drafted {p}"], "accepted": t[f"accepted {p}"],
+                    "accepted_share": t[f"accepted {p}"] / max(t[f"drafted {p}"], 1)}
+                for p in part_names
+            },
+        }
+    results = {
+        "command": " ".join(["python benchmarks/fixed_budget.py", *sys.argv[1:]]),
+        "date": time.strftime("%Y-%m-%d"),
+        "machine": describe_machine(),
+        "questions": len(questions),
+        "max_new_tokens": args.max_new_tokens,
+        "budget": args.budget,
+        "methods": methods,
+    }
+    write_text_atomic(args.out, json.dumps(results, indent=1))
+    for name, m in methods.items():
+        parts_line = ", ".join(f"{p} {v['accepted']}/{v['drafted']}" for p, v in m["parts"].items())
+        print(f"{name:16} MAT {m['mat']:.2f}  verified/step {m['verified_per_step']:5.1f}  "
+              f"MAT-1 per node {m['mat_per_verified_node']:.3f}  identical {100 * m['identical_frac']:.0f} %  "
+              f"accepted/drafted: {parts_line}")
+
+
+if __name__ == "__main__":
+    main()
