@@ -1,14 +1,15 @@
 """The GPU regime on any machine: MAT at a fixed draft budget, per tier set and per part of the model tier.
 
-    python benchmarks/fixed_budget.py [--per-task 2] [--max-new-tokens 128] [--budget 64]
-        [--out benchmarks/fixed_budget.json]
+    python benchmarks/fixed_budget.py [--per-task 2] [--max-new-tokens 128] [--budget 64|auto]
+        [--methods C,CM,CS,CMS,M,M-phrases,M-recycled] [--out benchmarks/fixed_budget.json]
 
 On a GPU a forward pass over 65 tokens costs about what one over 1 token does, so the budget is
 large and the MAT it reaches is the speedup. This runs `ar` and, at a fixed budget, the tier sets
 C, CM, CS, CMS, the model tier alone and each of its parts alone (the phrase database; the recycled
 guesses of the model), on the same Spec-Bench questions, every turn, the conversation so far being
 `ar`'s. It reports MAT, the draft tokens verified per step, MAT per verified node, and, for every
-part of every tier, the tokens it drafted and the share of them accepted.
+part of every tier, the tokens it drafted and the share of them accepted. `--budget auto` runs the
+value-ranked tree instead, to compare its precision (MAT per verified node) with a fixed budget's.
 """
 
 from __future__ import annotations
@@ -31,8 +32,9 @@ from hdlib.tiers.model import ModelSettings, ModelTier
 
 def main() -> None:
     parser = spec_bench_parser(__doc__, "C,CM,CS,CMS,M,M-phrases,M-recycled", "benchmarks/fixed_budget.json")
-    parser.add_argument("--budget", type=int, default=64)
+    parser.add_argument("--budget", default="64", help="draft tokens per step, or auto (the value-ranked tree)")
     args = parser.parse_args()
+    budget = None if args.budget == "auto" else int(args.budget)
     questions, lm = load(args)
     model_db = load_tier(Tier.MODEL, lm)
     statistics = load_tier(Tier.STATISTICS, lm)
@@ -58,7 +60,7 @@ def main() -> None:
             base = generate(lm, ids, (), max_new_tokens=args.max_new_tokens)
             answers["ar"].append(base.tokens)
             for name in names:
-                g = generate(lm, ids, tiers(name), max_new_tokens=args.max_new_tokens, budget=args.budget)
+                g = generate(lm, ids, tiers(name), max_new_tokens=args.max_new_tokens, budget=budget)
                 answers[name].append(g.tokens)
                 t = totals[name]
                 t["tokens"] += len(g.tokens)

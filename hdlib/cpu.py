@@ -18,6 +18,7 @@ and plain decoding run the same layers, so the output stays identical between th
 
 from __future__ import annotations
 
+import platform
 import statistics
 import time
 
@@ -115,9 +116,7 @@ def describe_machine() -> dict[str, object]:
                     name = value.strip()
                 elif key.strip() == "flags" and not flags:
                     flags = set(value.split())
-    except OSError:
-        import platform
-
+    except OSError:  # not Linux
         name = platform.processor() or platform.machine()
     vector = sorted(f for f in flags if f.startswith(("avx", "amx")))
     return {"cpu": name, "vector_flags": vector, "threads": torch.get_num_threads(), "torch": torch.__version__}

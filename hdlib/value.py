@@ -30,6 +30,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+from bisect import bisect_right
+from itertools import pairwise
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,13 +53,13 @@ CANDIDATES = 16  # draft tokens each tier may propose per step, before the ranki
 DEFAULT_PRIOR = 0.3  # acceptance of a kind never seen, on any model: optimistic enough to be tried
 
 
-CONFIDENCE_EDGES = np.array([0.05, 0.2, 0.4, 0.6, 0.8, 0.95])  # a tier's own confidence, in bands
-BAND_MIDDLES = np.diff(np.r_[0.0, CONFIDENCE_EDGES, 1.0]) / 2 + np.r_[0.0, CONFIDENCE_EDGES]
+CONFIDENCE_EDGES = (0.05, 0.2, 0.4, 0.6, 0.8, 0.95)  # a tier's own confidence, in bands
+BAND_MIDDLES = tuple((lo + hi) / 2 for lo, hi in pairwise((0.0, *CONFIDENCE_EDGES, 1.0)))
 
 
 def band(probability: float) -> int:
-    """-1 for unknown (negative), else 0..6 by CONFIDENCE_EDGES."""
-    return -1 if probability < 0 else int(np.searchsorted(CONFIDENCE_EDGES, probability, side="right"))
+    """-1 for unknown (negative), else 0..6 by CONFIDENCE_EDGES. (bisect: called for every node, every step)"""
+    return -1 if probability < 0 else bisect_right(CONFIDENCE_EDGES, probability)
 
 
 def node_kinds(tree: DraftTree, node: int, model_opinion: float = -1.0) -> tuple[Hashable, ...]:
@@ -80,7 +82,7 @@ def first_guess(kinds: tuple[Hashable, ...]) -> float:
     confidence (the middle of its band), else DEFAULT_PRIOR."""
     *_, own, opinion = kinds[-1]  # type: ignore[misc]
     known = opinion if opinion >= 0 else own
-    return DEFAULT_PRIOR if known < 0 else float(BAND_MIDDLES[known])
+    return DEFAULT_PRIOR if known < 0 else BAND_MIDDLES[known]
 
 
 @dataclass
