@@ -105,7 +105,7 @@ def main() -> None:
         "machine": describe_machine(),
         "questions": len(questions),
         "max_new_tokens": args.max_new_tokens,
-        "budget": args.budget,
+        "budget": "auto" if budget is None else budget,
         "methods": methods,
     }
     write_text_atomic(args.out, json.dumps(results, indent=1))
