@@ -8,6 +8,12 @@ key, offers its continuations most frequent first, and lets shorter keys (longer
 what budget is left. Continuations that the drafter's trie would merge are merged here too (see
 `DraftSet`), so a 1-token guess from a 4-token key grows into the 4-token phrase of a 1-token key
 instead of paying for the shared token twice.
+
+The tier also learns from the model while it decodes (`hdlib.tiers.recycling`): every verification
+pass hands it the model's top guesses after each node, and it drafts from them too (part
+"recycled" in the trees), with at least half the budget once the model has been seen to continue
+the newest token. That part starts empty with each request. On Spec-Bench it is what the tier
+drafts most (README, "The GPU regime").
 """
 
 from __future__ import annotations
