@@ -14,8 +14,10 @@ accepted, so the expected tokens of a step that verifies the node set T are
 
 A child's path probability never exceeds its parent's, so the n nodes with the highest path
 probabilities form a tree (ties go to the earlier node, and parents precede children). The step
-verifies the n that maximise E / forward(1 + n) under the measured forward time; n = 0 is a plain
-step. A lower tier's drafts thus enter only where they are expected to pay.
+verifies the n that maximise E - r forward(1 + n) under the measured forward time, r being the
+tokens per second the generation has been achieving (at the first step, E / forward(1 + n)): a
+token drafted is worth the time it costs only at the rate the rest of the text is made. n = 0 is
+a plain step. A lower tier's drafts thus enter only where they are expected to pay.
 
 Estimates are counts with exponential decay (recent steps weigh more: a copying phase and a free
 phase differ), shrunk level by level toward a coarser kind: (tier, part, confidence band, opinion
@@ -168,13 +170,20 @@ def path_probabilities(tree: DraftTree, model: AcceptanceModel, kinds: list[tupl
     return probs
 
 
-def best_size(path_probs: np.ndarray, profile: ForwardProfile) -> tuple[np.ndarray, int]:
-    """The drafted nodes by falling path probability, and how many of them maximise tokens per second."""
+def best_size(path_probs: np.ndarray, profile: ForwardProfile, rate: float | None = None) -> tuple[np.ndarray, int]:
+    """The drafted nodes by falling path probability, and how many of them to verify.
+
+    Without `rate`, the n that maximises this step's expected tokens per second. With `rate` (the
+    tokens per second the generation achieves), the n that maximises expected tokens minus what the
+    step's time is worth at that rate: what maximises the whole generation's tokens per second
+    (Dinkelbach), where the step's own ratio would buy marginal tokens too dearly once drafting pays.
+    """
     order = np.argsort(-path_probs[1:], kind="stable") + 1  # stable: ties keep node order, parents first
     n_max = min(len(order), len(profile.seconds) - 1)
     expected = 1.0 + np.concatenate([[0.0], np.cumsum(path_probs[order[:n_max]])])
-    rate = expected / profile.forward_s(1 + np.arange(n_max + 1))
-    return order, int(np.argmax(rate))
+    seconds = profile.forward_s(1 + np.arange(n_max + 1))
+    value = expected / seconds if rate is None else expected - rate * seconds
+    return order, int(np.argmax(value))
 
 
 class ValueTree:
@@ -200,6 +209,7 @@ class ValueTree:
         self.model = AcceptanceModel(prior.rates() if prior is not None else None)
         self.memory = Successors(self.successors_wanted)
         self.history: list[int] = []  # nodes verified per step
+        self._tokens, self._seconds = 0.0, 0.0  # decayed sums over the steps: emitted tokens, forward time
         self._selected: tuple[DraftTree | None, list[tuple[Hashable, ...]]] = (None, [])  # the tree and its kinds
 
     def budget(self, context_len: int) -> int:
@@ -212,7 +222,8 @@ class ValueTree:
             return tree, (1.0,)
         kinds = tree_kinds(tree, self.memory, context[-2] if len(context) > 1 else -1)
         probs = path_probabilities(tree, self.model, kinds)
-        order, n = best_size(probs, self.profile)
+        rate = self._tokens / self._seconds if self._seconds > 0 else None
+        order, n = best_size(probs, self.profile, rate)
         kept = np.sort(order[:n])
         self.history.append(n)
         verified = tree.subtree(kept.tolist())
@@ -230,6 +241,10 @@ class ValueTree:
             if tree.parents[node] in on_path:  # its fate was decided: its parent was accepted
                 self.model.observe(kinds[node], node in on_path)
         self.model.next_step()
+        # The generation's recent rate, in the profile's time (the time the choice is made in).
+        n = step.tree.n_drafted
+        self._tokens = self.model.decay * self._tokens + len(step.tokens)
+        self._seconds = self.model.decay * self._seconds + float(self.profile.forward_s(1 + n))
 
     def finish(self) -> None:
         """The generation is over: fold what it learned into the prior on disk."""

@@ -199,3 +199,11 @@ def test_the_model_tier_drafts_from_its_phrases_its_recycled_guesses_or_both():
     assert sources["both"] == sources["phrases"] | sources["guesses"]
     both.begin([1, 2])  # a new request: the guesses are forgotten, the phrases stay
     assert {p.source for p in both.propose([1, 2], 8)} == {""}
+
+
+def test_a_step_buys_tokens_at_the_generations_rate_not_at_its_own_ratio():
+    profile = ForwardProfile((1.0, 1.05, 1.1), 0, "cheap")
+    probs = np.array([1.0, 0.1])  # one draft, accepted one time in ten
+    assert best_size(probs, profile)[1] == 1  # 1.1 tokens for 1.05 the time: the step's own ratio gains
+    assert best_size(probs, profile, rate=3.0)[1] == 0  # 0.1 token is not worth 0.05 s at 3 tokens/s
+    assert best_size(np.array([1.0, 0.9]), profile, rate=3.0)[1] == 1
