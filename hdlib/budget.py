@@ -7,8 +7,12 @@ chosen, every step, to maximise expected tokens per second:
     tokens/s(k) = (1 + sum_{i<=k} a_i) / forward(1 + sum_{i<=k} e_i)
 
 where a_i is how often the i-th draft node (in the drafter's priority order) was accepted and e_i how
-often it existed at all, both measured over the recent steps of this generation. forward(.) is
-measured once per model and device for 1..64 tokens and cached on disk.
+often it existed at all, both measured over the recent steps of this generation (`AdaptiveBudget`).
+forward(.) is measured once per model and device for 1..64 tokens and cached on disk.
+
+`generate`'s default (budget None) is no longer `AdaptiveBudget` but the value-ranked tree
+(`hdlib.value.ValueTree`), which decides node by node rather than by a count; the policies here
+(`FixedBudget`, `AdaptiveBudget`) verify every node the drafter drafted.
 """
 
 from __future__ import annotations
