@@ -24,8 +24,8 @@ phase differ), shrunk level by level toward a coarser kind: (tier, part, confide
 band, agreement, depth, key length, rank) toward (... depth) toward (... agreement) toward (tier,
 part, confidence band, opinion band), which starts from the opinion or the confidence itself. The
 prior is what the same kinds achieved before on this model and device, kept on disk
-(`AcceptancePrior`), so a new generation starts where the last ones left off. A kind that is no longer verified drifts back to its coarser
-estimate, so it is tried again: that is the exploration.
+(`AcceptancePrior`), so a new generation starts where the last ones left off. A kind that is no
+longer verified drifts back to its coarser estimate, so it is tried again: that is the exploration.
 """
 
 from __future__ import annotations
@@ -33,9 +33,9 @@ from __future__ import annotations
 import hashlib
 import json
 from bisect import bisect_right
-from itertools import pairwise
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -60,7 +60,7 @@ BAND_MIDDLES = tuple((lo + hi) / 2 for lo, hi in pairwise((0.0, *CONFIDENCE_EDGE
 
 
 def band(probability: float) -> int:
-    """-1 for unknown (negative), else 0..6 by CONFIDENCE_EDGES. (bisect: called for every node, every step)"""
+    """-1 for unknown (negative), else 0..6 by CONFIDENCE_EDGES (bisect: it runs for every node, every step)."""
     return -1 if probability < 0 else bisect_right(CONFIDENCE_EDGES, probability)
 
 
@@ -152,14 +152,20 @@ def prior_name(kind: Hashable) -> str:
     return "/".join(str(part) for part in kind) if isinstance(kind, tuple) else str(kind)
 
 
-def tree_kinds(tree: DraftTree, memory: Successors | None = None, before_root: int = -1) -> list[tuple[Hashable, ...]]:
+def tree_kinds(
+    tree: DraftTree, memory: Successors | None = None, before_root: int = -1
+) -> list[tuple[Hashable, ...]]:
     """`node_kinds` of every node (the root's is empty), the model's opinions read from `memory`
     (`before_root`: the context token before the root, -1 if none)."""
     tokens, parents = tree.tokens, tree.parents
     if memory is None:
         return [(), *(node_kinds(tree, n) for n in range(1, len(tree)))]
     before = [before_root, *(tokens[p] for p in parents[1:])]  # the token before each node
-    return [(), *(node_kinds(tree, n, memory.probability(tokens[n], tokens[parents[n]], before[parents[n]])) for n in range(1, len(tree)))]
+    kinds: list[tuple[Hashable, ...]] = [()]
+    for n in range(1, len(tree)):
+        opinion = memory.probability(tokens[n], tokens[parents[n]], before[parents[n]])
+        kinds.append(node_kinds(tree, n, opinion))
+    return kinds
 
 
 def path_probabilities(tree: DraftTree, model: AcceptanceModel, kinds: list[tuple[Hashable, ...]]) -> np.ndarray:
@@ -170,7 +176,9 @@ def path_probabilities(tree: DraftTree, model: AcceptanceModel, kinds: list[tupl
     return probs
 
 
-def best_size(path_probs: np.ndarray, profile: ForwardProfile, rate: float | None = None) -> tuple[np.ndarray, int]:
+def best_size(
+    path_probs: np.ndarray, profile: ForwardProfile, rate: float | None = None
+) -> tuple[np.ndarray, int]:
     """The drafted nodes by falling path probability, and how many of them to verify.
 
     Without `rate`, the n that maximises this step's expected tokens per second. With `rate` (the

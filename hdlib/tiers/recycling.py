@@ -4,9 +4,9 @@ Every verification pass computes the model's logits at every node of the tree, a
 are thrown away. This table keeps, for each token, the model's `width` most likely next tokens (and
 their probabilities) the last time that token was a node, whatever its context. Drafting walks the
 table from the newest token, best-first by the product of those probabilities, into a small tree;
-each drafted token carries its probability as the tier's confidence. Luo et al. (Token Recycling, 2024) draft
-Spec-Bench's answers this way; here the table is one part of the model tier, beside the offline
-phrase database, and the value-ranked tree learns how far each rank and depth can be trusted.
+each drafted token carries its probability as the tier's confidence. Luo et al. (Token Recycling,
+2024) draft Spec-Bench's answers this way; here the table is one part of the model tier, beside the
+offline phrase database, and the value-ranked tree learns how far each rank and depth can be trusted.
 """
 
 from __future__ import annotations
@@ -41,10 +41,10 @@ class Successors:
         """Keep the pass's guesses after every token and token pair; newer ones replace older ones."""
         g = guesses
         for token, before, nexts, probs in zip(g.tokens, g.previous, g.successors, g.probabilities, strict=True):
-            guesses = tuple((int(t), float(p)) for t, p in zip(nexts[: self.width], probs))
-            self.table[(int(token),)] = guesses
+            entry = tuple((int(t), float(p)) for t, p in zip(nexts[: self.width], probs))
+            self.table[(int(token),)] = entry
             if before >= 0:
-                self.table[(int(before), int(token))] = guesses
+                self.table[(int(before), int(token))] = entry
 
     def guesses(self, token: int, before: int = -1) -> tuple[int, tuple[tuple[int, float], ...]]:
         """(order used, guesses) after `token` preceded by `before`: (0, ()) when never seen."""

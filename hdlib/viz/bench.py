@@ -188,7 +188,7 @@ def write_html_report(results: Results, path: str | Path, title: str = "hdlib be
 
 
 def _cpu(results: Mapping[str, object]) -> str:
-    """" (CPU name, N threads)" when the results say which CPU ran them (results before 2026-12 do not)."""
+    """The CPU as ' (name, N threads)' where the results record it (results before 2026-12 do not)."""
     machine = results.get("machine")
     if not isinstance(machine, Mapping):
         return ""
