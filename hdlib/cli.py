@@ -52,7 +52,7 @@ def _budget(text: str) -> int | None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from hdlib.cpu import PREPACK_CHOICES
+    from hdlib.cpu import DEFAULT_PREPACK, PREPACK_CHOICES
     from hdlib.models import DEFAULT_MODEL
 
     parser = _Parser(prog="hdlib", description="Hierarchy Drafting: lossless speculative decoding from tiers of n-gram databases.")
@@ -71,7 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--top-k", type=int, default=0, help="sampling: most likely tokens kept (default 0, all)")
     gen.add_argument("--seed", type=int, default=None, help="sampling: makes the answer reproducible (default: drawn, then printed)")
     gen.add_argument("--device", default=None, help="cuda or cpu (default: cuda when present)")
-    gen.add_argument("--prepack", choices=PREPACK_CHOICES, default="head", help="CPU: linear layers run with oneDNN-prepacked weights (default head: the output layer)")
+    gen.add_argument("--prepack", choices=PREPACK_CHOICES, default=DEFAULT_PREPACK, help="CPU: which linear layers may run with oneDNN-prepacked weights (default all; each where it is faster)")
     gen.add_argument("--no-compare", action="store_true", help="skip the plain-decoding run (no speedup reported)")
     gen.add_argument("--color", choices=["auto", "always", "never"], default="auto")
 
@@ -104,7 +104,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--methods", default="hf,hf-pld,hd", help="ar, hf, hf-pld, hd, hd:ORDER (e.g. hd:CM), hd:all-orders; an hd method may end in @N, a fixed budget of N draft tokens per step (e.g. hd:CMS@64, hd:all-orders@16); ar always runs (default hf,hf-pld,hd)")
     bench.add_argument("--temperature", type=float, default=0.0, help="0 is greedy (default); above 0 every method samples")
     bench.add_argument("--model", default=DEFAULT_MODEL)
-    bench.add_argument("--prepack", choices=PREPACK_CHOICES, default="head", help="CPU: linear layers run with oneDNN-prepacked weights (default head: the output layer)")
+    bench.add_argument("--prepack", choices=PREPACK_CHOICES, default=DEFAULT_PREPACK, help="CPU: which linear layers may run with oneDNN-prepacked weights (default all; each where it is faster)")
     bench.add_argument("--out", type=Path, default=Path("bench.json"), help="results JSON (default bench.json); raw results go beside it, NAME.raw.jsonl")
     bench.add_argument("--html", type=Path, default=None, help="also write an HTML report with charts")
     bench.add_argument("--resume", action="store_true", help="continue an interrupted run from its raw results")

@@ -4,12 +4,14 @@ A verification pass over k tokens multiplies a (k, d) activation by every weight
 rows PyTorch's default CPU matmul changes kernels with k, and its cost jumps (on an AVX-512 Xeon, the
 SmolLM2 output layer, 49,152 x 576, costs the same for 1 to 3 rows and twice that for 4 to 8). oneDNN
 with the weight reordered once into its blocked layout (what `torch.compile`'s CPU freezing does)
-keeps the cost nearly flat in k. Which kernel wins depends on the processor and on k: prepacking
-every layer gained on an AVX2-only AMD (forward(1) 128 -> 99 ms) and lost at k <= 3 on an AVX-512
-Xeon. So each prepacked layer keeps both weights and times both kernels for 1..16 rows when it is
-made, then runs the faster one for each row count. `load_model` prepacks the output layer by default
-on the CPU (the largest matrix, where the gain is largest), and `prepack="all"` every linear layer.
-The numbers are in benchmarks/cpu_forward.json; `benchmarks/cpu_forward.py` measures a machine.
+keeps the cost nearly flat in k. Which kernel wins depends on the processor and on k. Prepacking
+every layer took an AMD EPYC (Zen 5, AVX-512) from forward(1/4/16) = 40/47/65 ms (output layer only)
+to 28/28/37 ms and plain decoding from 16.4 to 24.5 tokens/s; on an AVX-512 Xeon it changed nothing
+beyond noise (each layer kept the default kernel where that was faster). So each prepacked layer
+keeps both weights and times both kernels for 1..16 rows when it is made (about 4 s for SmolLM2's
+211 layers), then runs the faster one for each row count. `load_model` prepacks every linear layer
+by default on the CPU in float32 (`prepack="all"`); "head" does the output layer only, "none" none.
+The numbers are in benchmarks/cpu_forward*.json; `benchmarks/cpu_forward.py` measures a machine.
 
 The prepacked layer computes the same product with another summation order: greedy output can
 differ from the unpacked model's only at a near-tie of the argmax, as between any two kernels. HD
@@ -28,6 +30,7 @@ from torch import nn
 from hdlib.errors import HDError
 
 PREPACK_CHOICES = ("none", "head", "all")
+DEFAULT_PREPACK = "all"  # each layer still runs the default kernel at the row counts where that is faster
 
 
 CALIBRATED_ROWS = 16  # row counts timed both ways; more rows always take the prepacked kernel
@@ -86,7 +89,7 @@ def can_prepack(model: nn.Module) -> bool:
     return param.device.type == "cpu" and param.dtype == torch.float32 and torch.backends.mkldnn.is_available()
 
 
-def prepack(model: nn.Module, which: str = "head") -> str:
+def prepack(model: nn.Module, which: str = DEFAULT_PREPACK) -> str:
     """Replace the output layer ("head") or every linear layer ("all") by its prepacked twin; return
     what was done ("none" where the model is not a float32 model on the CPU)."""
     if which not in PREPACK_CHOICES:

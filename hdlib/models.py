@@ -24,7 +24,7 @@ import torch
 import transformers
 from transformers import AutoModelForCausalLM, AutoTokenizer, GgufConfig, PreTrainedModel, PreTrainedTokenizerBase
 
-from hdlib.cpu import PREPACK_CHOICES
+from hdlib.cpu import DEFAULT_PREPACK, PREPACK_CHOICES
 from hdlib.cpu import prepack as prepack_linears
 from hdlib.errors import HDError
 
@@ -146,13 +146,13 @@ def load_model(
     name_or_path: str = DEFAULT_MODEL,
     device: str | torch.device | None = None,
     dtype: torch.dtype | str | None = None,
-    prepack: str = "head",
+    prepack: str = DEFAULT_PREPACK,
 ) -> LoadedModel:
     """Load a packaged model (see `PACKAGED`), a folder written by `save_pretrained`, or a Hub id.
 
     `dtype` is float32 unless asked otherwise ("bfloat16", "float16"), on CPU and GPU alike.
     `prepack`: on the CPU in float32, which linear layers get oneDNN's prepacked weights for a
-    cheaper forward pass ("head", the output layer; "all"; "none"): see `hdlib.cpu`.
+    cheaper forward pass ("all", the default; "head", the output layer only; "none"): see `hdlib.cpu`.
     """
     if prepack not in PREPACK_CHOICES:
         raise HDError(f"prepack must be one of {', '.join(PREPACK_CHOICES)}, got {prepack!r}")

@@ -96,21 +96,25 @@ class _Counts:
 class AcceptanceModel:
     """P(node accepted | parent accepted) per node kind, from decayed counts with shrinkage."""
 
-    def __init__(self, prior: dict[str, float] | None = None, decay: float = 0.98, strength: float = 4.0) -> None:
+    def __init__(
+        self, prior: dict[str, tuple[float, float]] | None = None, decay: float = 0.98, strength: float = 4.0
+    ) -> None:
         if not 0 < decay <= 1 or strength <= 0:
             raise HDError(f"acceptance model: need 0 < decay <= 1 and strength > 0, got {decay}, {strength}")
-        self.prior = dict(prior or {})  # kind (as a string, see `prior_name`) -> acceptance rate
+        self.prior = dict(prior or {})  # kind (as a string, see `prior_name`) -> (acceptance rate, observations)
         self.decay = decay
         self.strength = strength  # pseudo-observations a coarser estimate is worth to a finer one
         self._weight = 1.0  # the weight of an observation now: 1 / decay^steps, so old ones fade
         self._counts: dict[Hashable, _Counts] = {}
-        self._prior_of: dict[Hashable, float | None] = {}  # kind -> its prior (None: none), looked up once
+        self._prior_of: dict[Hashable, tuple[float, float] | None] = {}  # kind -> its prior (None: none), looked up once
 
     def probability(self, kinds: tuple[Hashable, ...]) -> float:
         """Acceptance of a node with these kinds (finest first) when its parent is accepted.
 
-        From `first_guess`, then from the coarsest kind to the finest: the kind's prior (else the
-        coarser estimate), pulled toward this generation's counts of the kind.
+        From `first_guess`, then from the coarsest kind to the finest: the coarser estimate pulled
+        toward the kind's prior (by the observations behind it), then toward this generation's counts
+        of the kind. A prior of a few observations moves an estimate a little: one rejection on an
+        earlier run must not pin a kind at zero, where it would never be verified again.
         """
         p = first_guess(kinds)
         pseudo = self.strength * self._weight
@@ -118,7 +122,9 @@ class AcceptanceModel:
             if kind not in self._prior_of:
                 self._prior_of[kind] = self.prior.get(prior_name(kind))
             known = self._prior_of[kind]
-            p = p if known is None else known
+            if known is not None:
+                rate, seen = known
+                p = (rate * seen + self.strength * p) / (seen + self.strength)
             c = self._counts.get(kind)
             if c is not None:
                 p = (c.accepted + pseudo * p) / (c.seen + pseudo)
@@ -278,8 +284,9 @@ class AcceptancePrior:
         name = hashlib.sha256(key.encode()).hexdigest()[:16]
         return cls(folder / f"{name}.json")
 
-    def rates(self) -> dict[str, float]:
-        return {k: v[0] for k, v in self._data.items()}
+    def rates(self) -> dict[str, tuple[float, float]]:
+        """(rate, observations) per kind."""
+        return {k: (v[0], v[1]) for k, v in self._data.items()}
 
     def merge(self, observed: dict[str, tuple[float, float]]) -> None:
         for kind, (rate, weight) in observed.items():
