@@ -1,6 +1,6 @@
 """The GPU regime on any machine: MAT at a fixed draft budget, per tier set and per part of the model tier.
 
-    python benchmarks/fixed_budget.py [--per-task 2] [--max-new-tokens 128] [--budget 64|auto]
+    python benchmarks/fixed_budget.py [--per-task 2] [--max-new-tokens 128] [--budget 64|auto|top12[,...]]
         [--methods C,CM,CS,CMS,M,M-phrases,M-recycled] [--out benchmarks/fixed_budget.json]
 
 On a GPU a forward pass over 65 tokens costs about what one over 1 token does, so the budget is
@@ -9,7 +9,11 @@ C, CM, CS, CMS, the model tier alone and each of its parts alone (the phrase dat
 guesses of the model), on the same Spec-Bench questions, every turn, the conversation so far being
 `ar`'s. It reports MAT, the draft tokens verified per step, MAT per verified node, and, for every
 part of every tier, the tokens it drafted and the share of them accepted. `--budget auto` runs the
-value-ranked tree instead, to compare its precision (MAT per verified node) with a fixed budget's.
+value-ranked tree instead, to compare its precision (MAT per verified node) with a fixed budget's;
+`--budget topN` the value-ranked tree verifying its N best candidates at every step, as it would where
+a pass over 1 + N tokens costs what one over 1 does: the precision of its ranking, apart from what
+this machine's forward time lets it afford. Several budgets (`--budget auto,top12,top6`) run side by
+side, interleaved turn by turn, so that their speeds against `ar` can be compared.
 """
 
 from __future__ import annotations
@@ -21,20 +25,31 @@ from collections import Counter
 
 from common import load, spec_bench_parser
 
+from hdlib.budget import ForwardProfile, load_or_measure
 from hdlib.cpu import describe_machine
 from hdlib.databases import load_tier
-from hdlib.decoding import generate
+from hdlib.decoding import DecodeSettings, generate, run
+from hdlib.drafter import Drafter
+from hdlib.models import cache_dir
 from hdlib.modeldb import default_model_db_path
 from hdlib.store import write_text_atomic
+from hdlib.trace import Generation
 from hdlib.tiers import ContextTier, Tier
 from hdlib.tiers.model import ModelSettings, ModelTier
+from hdlib.value import AcceptancePrior, ValueTree
 
 
 def main() -> None:
     parser = spec_bench_parser(__doc__, "C,CM,CS,CMS,M,M-phrases,M-recycled", "benchmarks/fixed_budget.json")
-    parser.add_argument("--budget", default="64", help="draft tokens per step, or auto (the value-ranked tree)")
+    parser.add_argument(
+        "--budget", default="64",
+        help="draft tokens per step, auto (the value-ranked tree) or topN (its N best); several: comma-separated",
+    )
     args = parser.parse_args()
-    budget = None if args.budget == "auto" else int(args.budget)
+    budgets = args.budget.split(",")
+    for b in budgets:
+        if not (b == "auto" or b.isdigit() or (b.startswith("top") and b[3:].isdigit())):
+            parser.error(f"--budget: {b!r} is not a number of tokens, auto or topN")
     questions, lm = load(args)
     model_db = load_tier(Tier.MODEL, lm)
     statistics = load_tier(Tier.STATISTICS, lm)
@@ -49,7 +64,21 @@ def main() -> None:
             return [parts[name]]
         return [{"C": ContextTier(), "M": model_db, "S": statistics}[letter] for letter in name]
 
-    names = args.methods.split(",")
+    def generate_with(name: str, ids: list[int], budget: str) -> Generation:
+        if budget.startswith("top"):
+            settings = DecodeSettings(max_new_tokens=args.max_new_tokens)
+            return run(lm.model, ids, Drafter(tiers(name)), settings, lm.eos_token_ids, top_n(int(budget[3:])))
+        fixed = None if budget == "auto" else int(budget)
+        return generate(lm, ids, tiers(name), max_new_tokens=args.max_new_tokens, budget=fixed)
+
+    def top_n(n: int) -> ValueTree:
+        """The value-ranked tree under a flat forward time up to 1 + n tokens: it verifies its n best nodes
+        (the prior is the one `generate` uses: acceptance does not depend on the forward time)."""
+        key = load_or_measure(lm.model).key
+        flat = ForwardProfile((1.0,) * (n + 1), 0, key)
+        return ValueTree(flat, AcceptancePrior.for_model(cache_dir() / "acceptance", key))
+
+    names = [f"{name}@{b}" for name in args.methods.split(",") for b in budgets]
     totals = {n: Counter() for n in ["ar", *names]}
     identical = {n: 0 for n in names}
     for q in questions:
@@ -60,7 +89,8 @@ def main() -> None:
             base = generate(lm, ids, (), max_new_tokens=args.max_new_tokens)
             answers["ar"].append(base.tokens)
             for name in names:
-                g = generate(lm, ids, tiers(name), max_new_tokens=args.max_new_tokens, budget=budget)
+                tier_set, b = name.split("@")
+                g = generate_with(tier_set, ids, b)
                 answers[name].append(g.tokens)
                 t = totals[name]
                 t["tokens"] += len(g.tokens)
@@ -87,7 +117,7 @@ def main() -> None:
     for name in names:
         t = totals[name]
         part_names = sorted({k.split(" ", 1)[1] for k in t if k.startswith("drafted ")})
-        methods[f"{name}@{args.budget}"] = {
+        methods[name] = {
             "mat": t["tokens"] / t["steps"],
             "verified_per_step": t["verified"] / t["steps"],
             "mat_per_verified_node": (t["tokens"] / t["steps"] - 1) / max(t["verified"] / t["steps"], 1e-9),
@@ -105,7 +135,7 @@ def main() -> None:
         "machine": describe_machine(),
         "questions": len(questions),
         "max_new_tokens": args.max_new_tokens,
-        "budget": "auto" if budget is None else budget,
+        "budget": int(args.budget) if args.budget.isdigit() else args.budget,
         "methods": methods,
     }
     write_text_atomic(args.out, json.dumps(results, indent=1))
