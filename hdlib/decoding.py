@@ -29,7 +29,16 @@ from hdlib.models import cache_dir
 from hdlib.trace import Generation, Step, StepTimes
 from hdlib.tree import DraftTree, tree_buffers
 from hdlib.value import AcceptancePrior, ValueTree
-from hdlib.verifier import AttentionLayout, compact_cache, greedy_accept, new_cache, prefill, tree_logits
+from hdlib.verifier import (
+    AttentionLayout,
+    check_model,
+    compact_cache,
+    greedy_accept,
+    new_cache,
+    prefill,
+    tree_logits,
+    vocabulary_size,
+)
 
 if TYPE_CHECKING:
     from hdlib.models import LoadedModel
@@ -84,7 +93,9 @@ class _Verifier:
     """The model side of a step: forward over the tree, acceptance (greedy or sampled), cache compaction."""
 
     def __init__(self, model: PreTrainedModel, sampler: Sampler | None = None) -> None:
+        check_model(model)
         self.model = model
+        self.vocab_size = vocabulary_size(model)
         self.device = model.device
         self.layout = AttentionLayout.of(model)
         self.cache = new_cache()
@@ -158,7 +169,11 @@ def decode(
         max_depth = min(settings.max_new_tokens - generated, limit - len(tokens)) - 1
         k = budget.budget(len(tokens))
         start = time.perf_counter()
-        tree = drafter.draft(tokens, k, max_depth, budget.per_tier) if k > 0 else DraftTree(root=tokens[-1])
+        tree = (
+            drafter.draft(tokens, k, max_depth, budget.per_tier, verifier.vocab_size)
+            if k > 0
+            else DraftTree(root=tokens[-1])
+        )
         tree, estimates = budget.select(tree, tokens)
         draft_s = time.perf_counter() - start
 

@@ -46,11 +46,20 @@ class Drafter:
             if tier.successors_wanted:
                 tier.observe_model(guesses)
 
-    def draft(self, context: Sequence[int], budget: int, max_depth: int, per_tier: bool = False) -> DraftTree:
+    def draft(
+        self,
+        context: Sequence[int],
+        budget: int,
+        max_depth: int,
+        per_tier: bool = False,
+        vocab_size: int | None = None,
+    ) -> DraftTree:
         """A trie rooted at the newest context token with at most `budget` draft tokens.
 
         With `per_tier`, every tier may add `budget` tokens of its own (candidates for a policy that
         keeps only the nodes worth verifying); otherwise a tier gets what the tiers before it left.
+        With `vocab_size`, a draft token outside 0..vocab_size - 1 is refused, naming its tier: the
+        model could not read it (on CUDA, a device-side assert that leaves the GPU unusable).
         """
         tree = DraftTree(root=context[-1])
         self.lookup_s = {}
@@ -64,7 +73,18 @@ class Drafter:
             proposals = tier.propose(context, left)
             self.lookup_s[tier.tier] = time.perf_counter() - start
             for p in proposals:
+                if vocab_size is not None:
+                    _check_tokens(tier, p.tokens, vocab_size)
                 left -= tree.add(p.tokens, tier.tier, left, max_depth, p.key_length, p.source, p.confidence)
                 if left <= 0:
                     break
         return tree
+
+
+def _check_tokens(tier: DraftTier, tokens: Sequence[int], vocab_size: int) -> None:
+    if tokens and not (0 <= min(tokens) and max(tokens) < vocab_size):
+        bad = next(t for t in tokens if not 0 <= t < vocab_size)
+        raise HDError(
+            f"the {tier.tier.value} tier ({type(tier).__name__}) drafted token id {bad}, outside the model's "
+            f"vocabulary (0..{vocab_size - 1}): was its database built for another tokenizer?"
+        )

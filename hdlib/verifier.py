@@ -10,10 +10,21 @@ layers (Gemma 3) take a dict of masks per attention type; the sliding one also h
 outside the window as seen from each node's own position. The cache must then be a plain
 `DynamicCache()` (full-length layers): a sliding cache would evict keys before the engine knows
 which branch wins.
+
+Backends. The tree mask is honoured by the attention implementations that add a given mask to the
+scores (`sdpa`, `eager`); flash-attention kernels take a padding mask instead and would let every node
+see its siblings, so they are refused (`check_model`).
+
+transformers versions. The cache argument of a model's forward was `past_key_values` up to 5.23 and
+is `cache` from 5.24 on (the old name deprecated); a model given a keyword it does not know ignores it
+and runs without the cache. So the keyword is read from the model's own signature (`cache_keyword`),
+and every pass checks that the cache grew by exactly the tokens it was given.
 """
 
 from __future__ import annotations
 
+import functools
+import inspect
 from dataclasses import dataclass
 
 import torch
@@ -42,6 +53,51 @@ class AttentionLayout:
             # Mistral-style sliding window on every layer: not handled by the dict-of-masks route.
             raise HDError(f"{type(model).__name__}: a sliding window without per-layer types is not supported")
         return cls(types, window if "sliding_attention" in types else None)
+
+
+TREE_MASK_BACKENDS = ("sdpa", "eager")  # attention implementations that honour a 4D additive mask
+
+
+def check_model(model: PreTrainedModel) -> None:
+    """Refuse a model whose attention backend would not honour the tree mask."""
+    backend = getattr(model.config, "_attn_implementation", None) or "eager"
+    if not isinstance(backend, str) or backend not in TREE_MASK_BACKENDS:
+        raise HDError(
+            f"{type(model).__name__} runs attention with {backend!r}, which does not honour the tree mask: "
+            f"load it with attn_implementation='sdpa' (as hdlib.load_model does) or call "
+            f"model.set_attn_implementation('sdpa'); verified backends: {', '.join(TREE_MASK_BACKENDS)}"
+        )
+
+
+def vocabulary_size(model: PreTrainedModel) -> int:
+    """Token ids the model can both read and predict: the smaller of its embedding rows and its logits."""
+    rows = int(model.get_input_embeddings().num_embeddings)
+    config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
+    logits = getattr(config, "vocab_size", None)
+    return min(rows, int(logits)) if logits else rows
+
+
+def cache_keyword(model: PreTrainedModel) -> str:
+    """The name under which this model's forward takes the KV cache (`cache` from transformers 5.24 on)."""
+    return _cache_keyword(type(model))
+
+
+@functools.cache
+def _cache_keyword(model_class: type) -> str:
+    parameters = inspect.signature(model_class.forward).parameters
+    return "cache" if "cache" in parameters else "past_key_values"
+
+
+def _forward(model: PreTrainedModel, cache: DynamicCache, past_len: int, n: int, **inputs: object) -> object:
+    """One forward pass over `n` new tokens that must extend the cache from `past_len` to `past_len + n`."""
+    out = model(**inputs, **{cache_keyword(model): cache}, use_cache=True)
+    got = cache.get_seq_length()
+    if got != past_len + n:
+        raise HDError(
+            f"{type(model).__name__}: the KV cache holds {got} tokens after a pass over {n} new ones, "
+            f"expected {past_len + n}: this transformers release does not take the cache as hdlib passes it"
+        )
+    return out
 
 
 def tree_attention_mask(
@@ -80,10 +136,10 @@ def new_cache() -> DynamicCache:
 
 
 def prefill(model: PreTrainedModel, tokens: list[int], cache: DynamicCache) -> None:
-    """Put `tokens` into the cache with the model's own causal masks; no logits are needed."""
+    """Put `tokens` into the (empty) cache with the model's own causal masks; no logits are needed."""
     if tokens:
         ids = torch.tensor([tokens], dtype=torch.long, device=model.device)
-        model(input_ids=ids, cache=cache, use_cache=True, logits_to_keep=1)
+        _forward(model, cache, 0, len(tokens), input_ids=ids, logits_to_keep=1)
 
 
 def tree_logits(
@@ -95,14 +151,9 @@ def tree_logits(
 ) -> torch.Tensor:
     """(N, V) logits of every tree node: what the model predicts after that node."""
     masks = model_masks(layout, buffers, past_len, model.dtype)
-    out = model(
-        input_ids=buffers.input_ids[None],
-        position_ids=buffers.position_ids[None],
-        attention_mask=masks,
-        cache=cache,
-        use_cache=True,
-    )
-    return out.logits[0]
+    n = buffers.input_ids.shape[0]
+    inputs = {"input_ids": buffers.input_ids[None], "position_ids": buffers.position_ids[None], "attention_mask": masks}
+    return _forward(model, cache, past_len, n, **inputs).logits[0]
 
 
 def greedy_accept(
