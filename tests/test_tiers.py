@@ -11,31 +11,46 @@ from hdlib.drafter import Drafter
 from hdlib.errors import HDError
 from hdlib.ngram import NGramIndex
 from hdlib.tiers import ContextSettings, ContextTier, Tier, parse_tiers
+from hdlib.tiers.context import SCAN
 
 
 def scan_lookup(tokens: list[int], budget: int, s: ContextSettings) -> list[tuple[int, ...]]:
-    """The context tier's contract, by scanning the text instead of an index."""
+    """The context tier's contract, by scanning the text instead of an index.
+
+    For each key length, longest first: the SCAN most recent occurrences of the suffix (the suffix
+    itself among them, with nothing after it), most recent first, at most per_key drafts each; a
+    continuation that runs past the end goes round the loop it is; drafts merge as in a trie (one
+    that extends a kept draft replaces it and pays for its new tokens; one a kept draft already
+    holds is dropped), within the budget.
+    """
     n = len(tokens)
-    drafts, seen_pos, seen = [], set(), set()
+    kept: list[tuple[int, ...]] = []
+    left = budget
+    seen_pos: set[int] = set()
     for m in range(min(s.max_key, n), s.min_key - 1, -1):
-        ends = [p for p in range(m, n) if tokens[p - m : p] == tokens[n - m :]]  # p < n: has a continuation
+        ends = [p for p in range(m, n + 1) if tokens[p - m : p] == tokens[n - m :]][-SCAN:]
         taken = 0
         for p in reversed(ends):
-            if budget <= 0:
-                return drafts
-            if taken == s.per_key:
+            if left <= 0 or taken == s.per_key:
                 break
-            if p in seen_pos:
+            if p == n or p in seen_pos:
                 continue
             seen_pos.add(p)
-            d = tuple(tokens[p : p + min(s.draft_len, budget)])
-            if d in seen:
-                continue
-            seen.add(d)
-            drafts.append(d)
-            budget -= len(d)
+            d = tuple(tokens[p + i % (n - p)] for i in range(s.draft_len))
+            extends = [i for i, k in enumerate(kept) if len(d) > len(k) and d[: len(k)] == k]
+            if extends:
+                i = extends[0]
+                longer = d[: len(kept[i]) + left]
+                left -= len(longer) - len(kept[i])
+                kept[i] = longer
+            else:
+                d = d[:left]
+                if any(k[: len(d)] == d for k in kept):
+                    continue
+                kept.append(d)
+                left -= len(d)
             taken += 1
-    return drafts
+    return kept
 
 
 @given(
@@ -58,6 +73,7 @@ def test_context_tier_matches_a_scan_of_the_text(prompt, chunks, budget, keys, d
         got = tier.lookup(text, budget)
         assert got == scan_lookup(text, budget, s)
         assert sum(map(len, got)) <= budget
+        assert not any(a != b and b[: len(a)] == a for a in got for b in got)  # the trie merges nothing
 
 
 def test_context_tier_drafts_a_phrase_generated_one_step_ago():

@@ -20,7 +20,7 @@ import hdlib
 from hdlib import viz
 from hdlib.drafter import Drafter
 from hdlib.errors import HDError
-from hdlib.tiers import ContextTier, Tier
+from hdlib.tiers import ContextSettings, ContextTier, Tier
 from hdlib.tiers.model import ModelTier
 from hdlib.tiers.statistics import StatisticsSettings, StatisticsTier
 from hdlib.trace import TIER_COLORS, Generation, Step, StepTimes
@@ -286,8 +286,9 @@ def test_tier_drafts_with_counts_from_each_tier():
 def test_drafter_tree_is_the_drafters_trie():
     context = [1, 2, 3, 4, 1, 2, 3, 4, 1, 2]
     model = ModelTier(np.array([[1, 2, 6, 7]]), np.array([3]))
-    tree = viz.drafter_tree([ContextTier(), model], context, budget=6)
-    drafter = Drafter([ContextTier(), model])
+    short = ContextSettings(draft_len=3)  # the context tier leaves budget for the model tier
+    tree = viz.drafter_tree([ContextTier(short), model], context, budget=6)
+    drafter = Drafter([ContextTier(short), model])
     drafter.begin(context)
     same = drafter.draft(context, 6, 6)
     assert (tree.tokens, tree.tiers) == (same.tokens, same.tiers)

@@ -6,6 +6,12 @@ list repeats its own phrasing. The tier keeps the running text and an index from
 context found in the index and reads the tokens that followed its most recent occurrences; shorter
 suffixes fill what budget is left. The index grows after every step with every n-gram that ends at
 one of the new tokens, so a phrase generated one step ago can be drafted in the next.
+
+Repetition loops (a small model stuck repeating a phrase) are where this tier pays most and could
+cost most: every occurrence of the key is a match. So a lookup reads at most the `SCAN` most recent
+occurrences of a key; a match that overlaps the suffix itself is read on past the end of the text
+as the loop it is (after `a b c a b`, the key `a b` at the start continues `c a b c a ...`, not
+just `c a b`); and drafts gather in a `DraftSet`, so none is a prefix of another.
 """
 
 from __future__ import annotations
@@ -15,11 +21,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from hdlib.errors import HDError
-from hdlib.ngram import NGramIndex
+from hdlib.ngram import DraftSet, NGramIndex
 from hdlib.tiers.base import Draft, DraftTier, Proposal, Tier
 
 
 SHARE_WINDOW = 32  # recent occurrences of a key that its continuations' shares are counted over
+SCAN = 32  # the most recent occurrences of a key a lookup reads: a loop has thousands, all alike
 
 
 @dataclass(frozen=True)
@@ -69,27 +76,36 @@ class ContextTier(DraftTier):
         tokens = self._tokens
         n = len(tokens)
         s = self.settings
-        drafts: list[Proposal] = []
+        found = DraftSet(budget)
         seen_positions: set[int] = set()
-        seen_drafts: set[Draft] = set()
         for key_length, positions in self._index.suffix_matches(tokens):
             # How often the key's recent occurrences went on with each token: the tier's confidence.
             recent = [tokens[p] for p in positions[-SHARE_WINDOW:] if p < n]
             follows = Counter(recent)
             taken = 0
-            for pos in reversed(positions):  # most recent first
-                if budget <= 0:
-                    return drafts
-                if taken == s.per_key:
+            for pos in reversed(positions[-SCAN:]):  # most recent first
+                if found.full or taken == s.per_key:
                     break
                 if pos >= n or pos in seen_positions:  # pos == n is the suffix itself: no continuation
                     continue
                 seen_positions.add(pos)
-                draft = tuple(tokens[pos : pos + min(s.draft_len, budget)])
-                if draft in seen_drafts:
-                    continue
-                seen_drafts.add(draft)
-                drafts.append(Proposal(draft, key_length, confidence=(follows[draft[0]] / len(recent),)))
-                budget -= len(draft)
-                taken += 1
-        return drafts
+                draft = continuation(tokens, pos, s.draft_len)
+                if found.offer(draft, (key_length, follows[draft[0]] / len(recent))):
+                    taken += 1
+        return [
+            Proposal(draft, key_length, confidence=(share,))
+            for draft, (key_length, share) in zip(found.drafts, found.notes, strict=True)  # type: ignore[misc]
+        ]
+
+
+def continuation(tokens: Sequence[int], pos: int, length: int) -> Draft:
+    """The `length` tokens that follow `tokens[:pos]` if the text goes on as it went on from `pos`.
+
+    Where that runs past the end, the match overlaps its own continuation: the text from `pos` is a
+    loop of period len(tokens) - pos, and the draft goes round it.
+    """
+    period = len(tokens) - pos
+    if length <= period:
+        return tuple(tokens[pos : pos + length])
+    loop = tokens[pos:]
+    return tuple(loop[i % period] for i in range(length))
