@@ -1,7 +1,9 @@
 """The offline databases as a whole: where each tier's file is, opening one, describing one.
 
 `load_tier(Tier.MODEL, lm)` gives the model tier for `lm` (the database shipped in data/db for the
-packaged default model, else one built with `hdlib build-db model`); `load_tier(Tier.STATISTICS,
+packaged default model, else one built with `hdlib build-db model`; with neither, a model tier
+that drafts only the model's own recycled guesses, and one line on stderr saying how to build the
+database); `load_tier(Tier.STATISTICS,
 lm)` gives the statistics tier, building its suffix array on first use. Both are cached on `lm`,
 so a notebook or a benchmark opens each file once. `open_database(path)` opens any database file,
 `describe(path)` says what it holds.
@@ -10,6 +12,7 @@ so a notebook or a benchmark opens each file once. `open_database(path)` opens a
 from __future__ import annotations
 
 import json
+import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -30,12 +33,18 @@ def load_tier(tier: Tier, lm: LoadedModel) -> DraftTier:
     if tier not in lm.databases:
         if tier is Tier.MODEL:
             from hdlib.modeldb import default_model_db_path
+            from hdlib.tiers.model import ModelTier
 
             path = default_model_db_path(lm)
             if not path.is_file():
-                raise HDError(
-                    f"no model database for '{lm.name}' at {path}: build it with: hdlib build-db model --model {lm.name}"
+                # The tier still learns from the model as it decodes: its recycled part needs no file.
+                print(
+                    f"hdlib: no model database for '{lm.name}' ({path}): the model tier drafts only the model's "
+                    f"own recycled guesses; build the database with: hdlib build-db model --model {lm.name}",
+                    file=sys.stderr,
                 )
+                lm.databases[tier] = ModelTier.recycling_only()
+                return lm.databases[tier]
         elif tier is Tier.STATISTICS:
             from hdlib.tiers.statistics import ensure_statistics_db
 

@@ -64,6 +64,23 @@ def test_hd_equals_plain_on_gemma3_across_its_sliding_window():
         assert hd.tokens == plain.tokens
 
 
+def test_the_default_tiers_work_for_gemma3_which_has_no_model_database(capsys):
+    """As a new user would: `hdlib.generate` on Gemma 3 with the default tiers. Its statistics database
+    is built on first use; it has no model database, so the model tier drafts its recycled part."""
+    from hdlib import models
+
+    if not models.is_installed("gemma3-270m"):
+        pytest.skip("optional model not installed (HDLIB_GEMMA=1 make setup)")
+    gemma = models.load_model("gemma3-270m")
+    plain = generate(gemma, PROMPTS[4], (), max_new_tokens=48)
+    hd = generate(gemma, PROMPTS[4], max_new_tokens=48)
+    assert hd.tokens == plain.tokens
+    assert {t.value for t in hd.tier_order} == {"context", "model", "statistics"}
+    assert "no model database for 'gemma3-270m'" in capsys.readouterr().err
+    recycled = [n for s in hd.steps for n in range(1, len(s.tree)) if s.tree.sources[n] == "recycled"]
+    assert recycled  # the model tier drafted what the model itself predicted
+
+
 @pytest.mark.parametrize("i", [1, 6, 10], ids=lambda i: f"prompt{i + 1}")
 def test_hd_with_all_three_tiers_equals_plain_on_the_packaged_model(lm, i):
     """The default tiers and order (context, model, statistics), the shipped and cached databases."""

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -88,6 +88,15 @@ class ModelTier(DraftTier):
                 self._index.add(row[:m], (tuple(row[m:]), count))
         self.recycled = Successors(s.recycle_width) if s.recycle_width else None
         self.successors_wanted = s.recycle_width
+
+    @classmethod
+    def recycling_only(cls, settings: ModelSettings | None = None) -> ModelTier:
+        """A model tier with no phrase database: it drafts only the model's own recycled guesses."""
+        settings = replace(settings or ModelSettings(), phrases=False)
+        if not settings.recycle_width:
+            raise HDError("model tier: with no phrase database it needs recycle_width > 0")
+        empty = np.zeros((0, 2), dtype=np.int64)
+        return cls(empty, np.zeros(0, dtype=np.int64), settings, {"model": "no database: recycled guesses only"})
 
     @classmethod
     def from_file(cls, path: str | Path, fingerprint: str | None, settings: ModelSettings | None = None) -> ModelTier:
