@@ -305,6 +305,7 @@ def run_benchmark(
     return {
         "model": lm.name,
         "device": str(lm.device),
+        "dtype": str(lm.model.dtype).removeprefix("torch."),
         "machine": describe_machine(),
         "temperature": temperature,
         "max_new_tokens": max_new_tokens,
@@ -358,10 +359,31 @@ def fairness_line(results: Mapping[str, object]) -> str:
     return line
 
 
+def identical_line(results: Mapping[str, object]) -> str:
+    """At temperature 0, is every method's output `ar`'s? In float32 anything else is a bug; in half
+    precision the tree pass and the one-token pass round differently, and near-ties can flip."""
+    if results.get("temperature", 0.0) != 0:
+        return "identical to ar: not expected when sampling (other random draws, the same distribution)"
+    methods: Mapping[str, dict] = results["methods"]  # type: ignore[assignment]
+    differ = {n: m["overall"]["identical_frac"] for n, m in methods.items() if m["overall"]["identical_frac"] < 1}
+    if not differ:
+        return "identical to ar: every method on 100 % of questions"
+    listed = ", ".join(f"{n} {100 * f:.0f} %" for n, f in differ.items())
+    dtype = str(results.get("dtype", "float32"))
+    if dtype != "float32":
+        return (
+            f"identical to ar: {listed} of questions; in {dtype} the tree pass rounds otherwise than the "
+            "one-token pass, so near-ties of the argmax can flip (README: Half precision)"
+        )
+    if any(n.startswith("hd") for n in differ):
+        return f"WARNING: not identical to ar in float32: {listed} of questions: a bug, please report it"
+    return f"identical to ar: {listed} of questions (transformers' own decoding; every hd method 100 %)"
+
+
 def summary(results: Mapping[str, object]) -> str:
     """The printed report: speedup, MAT and identical share per task, every overall metric, fairness."""
     parts = [table(results, metric) for metric in ("speedup", "mat", "tokens_per_s", "identical_frac")]
-    return "\n\n".join([*parts, overall_table(results), fairness_line(results)])
+    return "\n\n".join([*parts, overall_table(results), identical_line(results), fairness_line(results)])
 
 
 def progress_line(question: Question, answered: Answered) -> str:

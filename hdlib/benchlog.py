@@ -32,12 +32,14 @@ def run_settings(
     max_new_tokens: int,
     methods: Sequence[str],
     questions: Sequence[Question],
+    dtype: str = "float32",
 ) -> dict[str, object]:
     """What must not change between an interrupted run and its resumption."""
     text = json.dumps([[q.question_id, q.category, list(q.turns)] for q in questions], ensure_ascii=False)
     return {
         "model": model,
         "device": device,
+        **({"dtype": dtype} if dtype != "float32" else {}),  # (absent in float32: older logs still resume)
         "temperature": float(temperature),
         "max_new_tokens": int(max_new_tokens),
         "methods": list(methods),

@@ -53,7 +53,7 @@ def _budget(text: str) -> int | None:
 
 def build_parser() -> argparse.ArgumentParser:
     from hdlib.cpu import DEFAULT_PREPACK, PREPACK_CHOICES
-    from hdlib.models import DEFAULT_MODEL
+    from hdlib.models import DEFAULT_MODEL, DTYPE_CHOICES
 
     parser = _Parser(prog="hdlib", description="Hierarchy Drafting: lossless speculative decoding from tiers of n-gram databases.")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -72,6 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--seed", type=int, default=None, help="sampling: makes the answer reproducible (default: drawn, then printed)")
     gen.add_argument("--device", default=None, help="cuda or cpu (default: cuda when present)")
     gen.add_argument("--prepack", choices=PREPACK_CHOICES, default=DEFAULT_PREPACK, help="CPU: which linear layers may run with oneDNN-prepacked weights (default all; each where it is faster)")
+    gen.add_argument("--dtype", choices=DTYPE_CHOICES, default="float32", help="weights and activations (default float32; in bfloat16/float16 HD can differ from plain decoding at near-ties)")
     gen.add_argument("--no-compare", action="store_true", help="skip the plain-decoding run (no speedup reported)")
     gen.add_argument("--color", choices=["auto", "always", "never"], default="auto")
 
@@ -105,6 +106,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--temperature", type=float, default=0.0, help="0 is greedy (default); above 0 every method samples")
     bench.add_argument("--model", default=DEFAULT_MODEL)
     bench.add_argument("--prepack", choices=PREPACK_CHOICES, default=DEFAULT_PREPACK, help="CPU: which linear layers may run with oneDNN-prepacked weights (default all; each where it is faster)")
+    bench.add_argument("--dtype", choices=DTYPE_CHOICES, default="float32", help="weights and activations (default float32)")
     bench.add_argument("--out", type=Path, default=Path("bench.json"), help="results JSON (default bench.json); raw results go beside it, NAME.raw.jsonl")
     bench.add_argument("--html", type=Path, default=None, help="also write an HTML report with charts")
     bench.add_argument("--resume", action="store_true", help="continue an interrupted run from its raw results")
@@ -146,7 +148,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
     DecodeSettings(max_new_tokens=args.max_new_tokens, **sampling)
     prompt = read_prompt(args)
 
-    lm = load_model(args.model, device=args.device, prepack=args.prepack)
+    lm = load_model(args.model, device=args.device, dtype=args.dtype, prepack=args.prepack)
     generate(lm, prompt, tiers, max_new_tokens=1, budget=0)  # warm-up; also checks the prompt length
     plain = None if args.no_compare else generate(lm, prompt, (), max_new_tokens=args.max_new_tokens, **sampling)
     hd = generate(lm, prompt, tiers, max_new_tokens=args.max_new_tokens, budget=args.budget, **sampling)
@@ -155,12 +157,12 @@ def cmd_generate(args: argparse.Namespace) -> int:
     out = [colored(hd.pieces, hd.token_tiers, use_color), ""]
     if use_color:
         out.append("colours: " + " ".join(colored([t.value], [t], True) for t in [*hd.tier_order, Tier.TARGET]))
-    out.extend(report_lines(hd, plain))
+    out.extend(report_lines(hd, plain, args.dtype))
     print("\n".join(out))
     return 0
 
 
-def report_lines(hd, plain) -> list[str]:
+def report_lines(hd, plain, dtype: str = "float32") -> list[str]:
     """The summary printed under the answer: MAT, speed, speedup, tiers, engine overhead."""
     n_steps = max(len(hd.steps), 1)
     t = hd.step_time
@@ -189,6 +191,8 @@ def report_lines(hd, plain) -> list[str]:
             same = "a different sample from the same distribution"
         elif plain.tokens == hd.tokens:
             same = "identical"
+        elif dtype != "float32":
+            same = f"different ({dtype}: the tree pass rounds otherwise than the one-token pass; near-ties can flip)"
         else:
             same = "DIFFERENT (a bug: please report it)"
         lines.append(
@@ -288,10 +292,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
     questions = per_task(load_questions(args.questions, on_bad_line=bad_line), args.per_task)
     device = str(get_device())
-    settings = run_settings(args.model, device, args.temperature, args.max_new_tokens, methods, questions)
+    settings = run_settings(args.model, device, args.temperature, args.max_new_tokens, methods, questions, args.dtype)
     log = ResultsLog(raw_path(args.out), settings, resume=args.resume)
 
-    lm = load_model(args.model, prepack=args.prepack)
+    lm = load_model(args.model, dtype=args.dtype, prepack=args.prepack)
     bar = tqdm(total=len(questions), initial=len(log.done), desc="questions", unit="q", file=sys.stderr)
 
     def on_question(question, answered) -> None:

@@ -33,6 +33,7 @@ DEFAULT_MODEL = "smollm2-135m"
 # Part of every cache key: bump it when the converted layout changes, so old folders are not used.
 _CACHE_FORMAT = 1
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+DTYPE_CHOICES = tuple(_DTYPES)
 # Turn-end tokens of common chat templates; one counts only where the model's template writes it.
 _CHAT_END_TOKENS = ("<|im_end|>", "<end_of_turn>", "<|eot_id|>", "<|end|>")
 

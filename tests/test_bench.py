@@ -14,7 +14,17 @@ from tiny import save_tiny
 
 import hdlib.bench
 import hdlib.models
-from hdlib.bench import ALL_ORDERS, Answered, Method, Tally, Turn, fairness_line, parse_methods, run_benchmark
+from hdlib.bench import (
+    ALL_ORDERS,
+    Answered,
+    Method,
+    Tally,
+    Turn,
+    fairness_line,
+    identical_line,
+    parse_methods,
+    run_benchmark,
+)
 from hdlib.benchlog import ResultsLog, raw_path, run_settings
 from hdlib.cli import main
 from hdlib.errors import HDError
@@ -24,7 +34,7 @@ from hdlib.trace import TIER_COLORS
 
 METHODS = ["hf", "hf-pld", "hd:C"]
 METRIC_KEYS = {"speedup", "mat", "tokens_per_s", "draft_ms", "overhead_frac", "identical_frac", "tier_share"}
-TOP_KEYS = {"machine", "model", "device", "temperature", "max_new_tokens", "questions", "methods"}
+TOP_KEYS = {"machine", "model", "device", "dtype", "temperature", "max_new_tokens", "questions", "methods"}
 ROWS = [
     {"question_id": 11, "category": "writing", "turns": ["hello world how are you", "how are you world"]},
     {"question_id": 12, "category": "rag", "turns": ["you are hello hello world world"]},
@@ -222,6 +232,20 @@ def test_fairness_line():
     assert "slower" in fairness_line(results(1.02)) and "WARNING" not in fairness_line(results(1.02))
     assert "WARNING" in fairness_line(results(1.10))
     assert "not measured" in fairness_line({"methods": {"ar": {"overall": {"speedup": 1.0}}}})
+
+
+def test_identical_line_tells_a_bug_from_half_precision():
+    def results(hd: float, hf: float = 1.0, dtype: str | None = None, temperature: float = 0.0) -> dict:
+        shares = {"ar": 1.0, "hf": hf, "hd": hd}
+        out = {"temperature": temperature, "methods": {n: {"overall": {"identical_frac": f}} for n, f in shares.items()}}
+        return out | ({"dtype": dtype} if dtype else {})
+
+    assert identical_line(results(1.0)) == "identical to ar: every method on 100 % of questions"
+    assert identical_line(results(0.75)).startswith("WARNING: not identical to ar in float32: hd 75 %")
+    said = identical_line(results(0.75, dtype="bfloat16"))
+    assert "WARNING" not in said and "hd 75 %" in said and "near-ties" in said
+    assert "WARNING" not in identical_line(results(1.0, hf=0.9))  # transformers' own, not hd's
+    assert "not expected when sampling" in identical_line(results(0.0, temperature=1.0))
 
 
 def test_figures(results):
