@@ -70,9 +70,31 @@ def test_hd_equals_plain_greedy(name, prompt, order, budget, keys, draft_len, ma
         assert step.tiers[-1] is Tier.TARGET
         assert list(step.tiers[:-1]) == [step.tree.tiers[n] for n in step.accepted_nodes[1 : len(step.tiers)]]
         assert step.tree.n_drafted <= budget
-    assert len(got.steps) <= len(want)
+    # The record adds up: every step emits its accepted drafts and one token of the model's own.
+    assert [t for step in got.steps for t in step.tokens] == got.tokens
+    assert all(len(step.tokens) == len(step.accepted_nodes) for step in got.steps)
     if budget and "O" in order and max_new > 8:
         assert got.mat > 1.0  # the oracle's truths were accepted: the test exercised acceptance
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+@pytest.mark.parametrize("prompt", [(5, 6, 7, 8, 9) * 3, (40, 12, 77, 3, 3, 61, 29, 90, 14)])
+def test_plain_decoding_equals_transformers_generate(name, prompt):
+    """The reference the whole contract rests on, checked against an independent implementation:
+    transformers' own greedy `generate` (its own cache, masks and, for Gemma 3, sliding-window cache)."""
+    import torch
+    from transformers import GenerationConfig
+
+    m = MODELS[name]()
+    m.generation_config.eos_token_id = None  # no end token: 48 tokens whatever they are
+    config = GenerationConfig(max_new_tokens=48, do_sample=False, pad_token_id=2)
+    with torch.inference_mode():
+        ref = m.generate(torch.tensor([prompt]), generation_config=config)[0, len(prompt) :].tolist()
+    assert len(ref) == 48
+    assert plain(name, prompt, 48) == ref
+    hd = run(m, prompt, Drafter([ContextTier(), OracleTier(list(prompt) + ref, VOCAB)]),
+             DecodeSettings(max_new_tokens=48), (), FixedBudget(12))
+    assert hd.tokens == ref and hd.mat > 1.5
 
 
 @pytest.mark.parametrize("name", sorted(MODELS))
@@ -82,9 +104,24 @@ def test_stops_at_end_of_sequence_inside_an_accepted_run(name):
     eos = frozenset({full[6]})
     want = plain(name, prompt, 30, eos)
     assert want[-1] in eos and len(want) <= 7
-    drafter = Drafter([OracleTier(list(prompt) + full, VOCAB, seed=3, tier=Tier.CONTEXT)])
+    truth = list(prompt) + full
+    drafter = Drafter([TruthTier(truth)])  # drafts the plain answer exactly: the path runs past the end token
     got = run(model(name), prompt, drafter, DecodeSettings(max_new_tokens=30), eos, FixedBudget(16))
     assert got.tokens == want and got.stop_reason == "eos"
+    last = got.steps[-1]
+    accepted = [last.tree.tokens[n] for n in last.accepted_nodes[1:]]
+    # The step's accepted path ran past the end token, and the answer was cut there.
+    assert len(accepted) > len(last.tokens) and list(last.tokens) == accepted[: len(last.tokens)]
+
+
+class TruthTier(OracleTier):
+    """Drafts the next 8 tokens of the plain answer, uncorrupted."""
+
+    def __init__(self, truth: list[int]) -> None:
+        super().__init__(truth, VOCAB, tier=Tier.CONTEXT)
+
+    def lookup(self, context, budget):
+        return [tuple(self.truth[len(context) : len(context) + min(8, budget)])]
 
 
 @pytest.mark.parametrize("name", sorted(MODELS))

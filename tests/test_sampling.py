@@ -128,16 +128,21 @@ def next_distribution(context: tuple[int, ...], warp: Warp) -> torch.Tensor:
     return warp(logits)
 
 
-def exact_joint(warp: Warp) -> dict[tuple[int, ...], float]:
-    """P(first N_NEW tokens) by enumerating every continuation with the model (no cache, no tree)."""
-    joint = {}
-    for seq in itertools.product(range(V), repeat=N_NEW):
-        prob = 1.0
-        for i in range(N_NEW):
-            prob *= float(next_distribution(PROMPT + seq[:i], warp)[seq[i]])
-            if prob == 0:
-                break
-        joint[seq] = prob
+def exact_joint(warp: Warp, n_new: int = N_NEW, eos: int | None = None) -> dict[tuple[int, ...], float]:
+    """P(first `n_new` tokens) by enumerating every continuation with the model (no cache, no tree);
+    with `eos`, an answer ends at that token, and its probability is that of the shorter sequence."""
+    joint: dict[tuple[int, ...], float] = {}
+
+    def extend(seq: tuple[int, ...], prob: float) -> None:
+        if len(seq) == n_new or (seq and seq[-1] == eos):
+            joint[seq] = prob
+            return
+        p = next_distribution(PROMPT + seq, warp)
+        for token in range(V):
+            if float(p[token]) > 0:
+                extend((*seq, token), prob * float(p[token]))
+
+    extend((), 1.0)
     return joint
 
 
@@ -151,12 +156,13 @@ class LikelyTier(DraftTier):
 
     tier = Tier.MODEL
 
-    def __init__(self, warp: Warp) -> None:
+    def __init__(self, warp: Warp, n_new: int = N_NEW) -> None:
         self.warp = warp
+        self.n_new = n_new
 
     def lookup(self, context: Sequence[int], budget: int) -> list[Draft]:
         context = tuple(context)
-        left = len(PROMPT) + N_NEW - len(context)
+        left = len(PROMPT) + self.n_new - len(context)
         chain: list[int] = []
         for _ in range(left):
             chain.append(int(next_distribution(context + tuple(chain), self.warp).argmax()))
@@ -167,6 +173,7 @@ class LikelyTier(DraftTier):
 def chi_square_p_value(samples: Counter[tuple[int, ...]], joint: dict[tuple[int, ...], float]) -> float:
     """Pearson's test; cells expecting fewer than 5 samples are pooled into one."""
     n = sum(samples.values())
+    assert abs(sum(joint.values()) - 1) < 1e-9
     assert set(samples) <= {s for s, p in joint.items() if p > 0}, "a sequence of probability 0 was drawn"
     stat, pooled_o, pooled_e, cells = 0.0, 0, 0.0, 0
     for seq, p in joint.items():
@@ -183,17 +190,19 @@ def chi_square_p_value(samples: Counter[tuple[int, ...]], joint: dict[tuple[int,
     return float(torch.special.gammaincc(dof, torch.tensor(stat / 2, dtype=torch.float64)))
 
 
-def sample_answers(warp: Warp, tiers: str, budget: int | str, n: int, model=None) -> Counter[tuple[int, ...]]:
+def sample_answers(
+    warp: Warp, tiers: str, budget: int | str, n: int, model=None, n_new: int = N_NEW, eos: int | None = None
+) -> Counter[tuple[int, ...]]:
     """`budget` "value": the value-ranked tree on a flat forward profile (it learns across steps)."""
     model = model or small_model()
-    make = {"C": lambda: ContextTier(), "L": lambda: LikelyTier(warp)}
+    make = {"C": lambda: ContextTier(), "L": lambda: LikelyTier(warp, n_new)}
     counts: Counter[tuple[int, ...]] = Counter()
     accepted_drafts = 0
     for seed in range(n):
         drafter = Drafter([make[c]() for c in tiers])
-        settings = DecodeSettings(N_NEW, warp.temperature, warp.top_p, warp.top_k, seed=seed)
+        settings = DecodeSettings(n_new, warp.temperature, warp.top_p, warp.top_k, seed=seed)
         policy = ValueTree(flat_profile(), candidates=8) if budget == "value" else FixedBudget(budget)
-        got = run(model, PROMPT, drafter, settings, (), policy)
+        got = run(model, PROMPT, drafter, settings, () if eos is None else (eos,), policy)
         counts[tuple(got.tokens)] += 1
         accepted_drafts += sum(t is not Tier.TARGET for t in got.token_tiers)
     if tiers and budget:
@@ -214,6 +223,32 @@ CASES = [
 def test_hd_samples_follow_the_exact_distribution(warp, tiers, budget):
     p = chi_square_p_value(sample_answers(warp, tiers, budget, n=3000), exact_joint(warp))
     assert p > 1e-3, f"chi-square p = {p:.2e}"
+
+
+DEEP = Warp(0.8, top_k=3)  # few tokens per position, so that five positions can be enumerated
+
+
+def likely_eos() -> int:
+    """A token that the first position draws often, but not always: some answers end early."""
+    p = next_distribution(PROMPT, DEEP)
+    return int(p.argsort(descending=True)[1])
+
+
+@pytest.mark.parametrize("eos", [False, True], ids=["five-tokens", "five-tokens-end-of-sequence"])
+def test_hd_samples_five_tokens_deep_and_through_an_end_token_exactly(eos):
+    """Accepted runs as long as the answer; with an end token, answers that stop early, at any depth."""
+    end = likely_eos() if eos else None
+    samples = sample_answers(DEEP, "L", 8, n=3000, n_new=5, eos=end)
+    if eos:
+        assert sum(c for s, c in samples.items() if len(s) < 5) > 300  # the end token was met, early
+    p = chi_square_p_value(samples, exact_joint(DEEP, 5, end))
+    assert p > 1e-3, f"chi-square p = {p:.2e}"
+
+
+def test_negative_control_accepting_every_draft_fails_the_deep_chi_square_test(monkeypatch):
+    monkeypatch.setattr(hdlib.sampling, "reject_step", accept_everything)
+    p = chi_square_p_value(sample_answers(DEEP, "L", 8, n=1000, n_new=5), exact_joint(DEEP, 5))
+    assert p < 1e-6
 
 
 def test_negative_control_accepting_every_draft_fails_the_chi_square_test(monkeypatch):
