@@ -1,6 +1,9 @@
 """Every model and draft the engine accepts is verified correctly, or refused with a clear `HDError`.
 
-Each test here was seen to fail with the engine before its fix (issue 11).
+The tests of each fix were seen to fail on the engine before it (issue 11: out-of-vocabulary drafts,
+a flash or flex backend, the cache keyword, a pass that loses the cache, the loop scan and drafts, a
+missing model database); the others guard what must keep working (in-vocabulary drafts, the eager
+backend, HD in a loop).
 """
 
 from __future__ import annotations
