@@ -71,12 +71,15 @@ def test_the_default_tiers_work_for_gemma3_which_has_no_model_database(capsys):
 
     if not models.is_installed("gemma3-270m"):
         pytest.skip("optional model not installed (HDLIB_GEMMA=1 make setup)")
+    from hdlib.modeldb import default_model_db_path
+
     gemma = models.load_model("gemma3-270m")
+    built = default_model_db_path(gemma).is_file()  # someone built one here: then the tier uses it
     plain = generate(gemma, PROMPTS[4], (), max_new_tokens=48)
     hd = generate(gemma, PROMPTS[4], max_new_tokens=48)
     assert hd.tokens == plain.tokens
     assert {t.value for t in hd.tier_order} == {"context", "model", "statistics"}
-    assert "no model database for 'gemma3-270m'" in capsys.readouterr().err
+    assert built or "no model database for 'gemma3-270m'" in capsys.readouterr().err
     recycled = [n for s in hd.steps for n in range(1, len(s.tree)) if s.tree.sources[n] == "recycled"]
     assert recycled  # the model tier drafted what the model itself predicted
 
