@@ -19,7 +19,7 @@ from hdlib.errors import HDError
 from hdlib.models import DEFAULT_MODEL, LoadedModel, get_device, load_model
 from hdlib.sampling import Sampler, Warp
 from hdlib.tiers import ContextSettings, ContextTier, DraftTier, Tier
-from hdlib.trace import Generation, Step, StepTimes
+from hdlib.trace import Generation, Step, StepTimes, StopReason
 from hdlib.tree import DraftTree, tree_buffers
 from hdlib.value import ValueTree
 
@@ -41,6 +41,7 @@ __all__ = [
     "Sampler",
     "Step",
     "StepTimes",
+    "StopReason",
     "Tier",
     "ValueTree",
     "Warp",

@@ -26,7 +26,7 @@ from hdlib.sampling import Sampler, Warp
 from hdlib.tiers import DEFAULT_TIERS, DraftTier, Tier, make_tier, parse_tiers
 from hdlib.tiers.base import ModelGuesses
 from hdlib.models import cache_dir
-from hdlib.trace import Generation, Step, StepTimes
+from hdlib.trace import Generation, Step, StepTimes, StopReason
 from hdlib.tree import DraftTree, tree_buffers
 from hdlib.value import AcceptancePrior, ValueTree
 from hdlib.verifier import (
@@ -216,10 +216,10 @@ def decode(
     budget.finish()
 
 
-def stop_reason(tokens: Sequence[int], eos: frozenset[int], max_new_tokens: int) -> str:
+def stop_reason(tokens: Sequence[int], eos: frozenset[int], max_new_tokens: int) -> StopReason:
     if tokens and tokens[-1] in eos:
-        return "eos"
-    return "max_new_tokens" if len(tokens) >= max_new_tokens else "context_length"
+        return StopReason.EOS
+    return StopReason.MAX_NEW_TOKENS if len(tokens) >= max_new_tokens else StopReason.CONTEXT_LENGTH
 
 
 def run(

@@ -11,6 +11,7 @@ from __future__ import annotations
 import html
 from collections import Counter
 from dataclasses import dataclass, field
+from enum import Enum
 
 from hdlib.tiers.base import Tier
 from hdlib.tree import DraftTree
@@ -55,7 +56,24 @@ class Step:
         return sum(t is not Tier.TARGET for t in self.tiers)
 
 
-STOP_REASONS = ("eos", "max_new_tokens", "context_length")
+class StopReason(str, Enum):
+    """Why a generation ended. A str, so records and JSON keep the plain value ("eos", ...)."""
+
+    EOS = "eos"
+    MAX_NEW_TOKENS = "max_new_tokens"
+    CONTEXT_LENGTH = "context_length"
+
+    @property
+    def message(self) -> str:
+        """The reason in words, for summaries."""
+        return {
+            StopReason.EOS: "the model ended its answer",
+            StopReason.MAX_NEW_TOKENS: "reached max_new_tokens",
+            StopReason.CONTEXT_LENGTH: "stopped at the model's context length",
+        }[self]
+
+
+STOP_REASONS = tuple(reason.value for reason in StopReason)
 
 # One colour per origin, shared by every view (colour-blind safe: Okabe-Ito).
 TIER_COLORS = {
@@ -71,7 +89,7 @@ class Generation:
     prompt_ids: list[int]
     tokens: list[int]  # the new tokens, end-of-sequence token included if one was produced
     steps: list[Step]
-    stop_reason: str  # one of STOP_REASONS
+    stop_reason: StopReason  # (a plain string of STOP_REASONS is taken too)
     wall_s: float  # from the first prefill to the last step
     prefill_s: float
     text: str = ""
@@ -109,11 +127,7 @@ class Generation:
 
     @property
     def stop_message(self) -> str:
-        return {
-            "eos": "the model ended its answer",
-            "max_new_tokens": "reached max_new_tokens",
-            "context_length": "stopped at the model's context length",
-        }[self.stop_reason]
+        return StopReason(self.stop_reason).message
 
     def summary(self) -> dict[str, object]:
         counts = self.tier_counts
@@ -124,7 +138,7 @@ class Generation:
             "tokens_per_s": round(self.tokens_per_s, 2),
             "overhead_frac": round(self.overhead_frac, 4),
             "tiers": {t.value: counts.get(t, 0) for t in [*self.tier_order, Tier.TARGET]},
-            "stop_reason": self.stop_reason,
+            "stop_reason": StopReason(self.stop_reason).value,
             **({"temperature": self.temperature, "seed": self.seed} if self.temperature > 0 else {}),
         }
 

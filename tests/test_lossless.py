@@ -231,3 +231,15 @@ def test_hd_with_all_three_tiers_equals_plain_greedy(name, prompt, order, budget
     assert got.tokens == want
     if order[0] == "M" and budget >= 4 and len(want) == 30:
         assert got.tier_counts[Tier.MODEL] > 0  # the model's own n-grams were drafted and accepted
+
+
+def test_the_stop_reason_is_typed_and_keeps_its_plain_value():
+    from hdlib.trace import STOP_REASONS, StopReason
+
+    got = run(model("llama"), (5, 6, 7), None, DecodeSettings(max_new_tokens=4))
+    assert got.stop_reason is StopReason.MAX_NEW_TOKENS and got.stop_reason == "max_new_tokens"
+    assert got.summary()["stop_reason"] == "max_new_tokens" and got.stop_message == "reached max_new_tokens"
+    assert STOP_REASONS == ("eos", "max_new_tokens", "context_length")
+    assert [StopReason(r).message for r in STOP_REASONS] == [
+        "the model ended its answer", "reached max_new_tokens", "stopped at the model's context length"
+    ]
