@@ -30,7 +30,7 @@ from hdlib.cpu import describe_machine
 from hdlib.databases import load_tier
 from hdlib.decoding import DecodeSettings, generate, run
 from hdlib.drafter import Drafter
-from hdlib.models import cache_dir
+from hdlib.paths import cache_dir
 from hdlib.modeldb import default_model_db_path
 from hdlib.store import write_text_atomic
 from hdlib.trace import Generation

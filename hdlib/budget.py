@@ -30,7 +30,7 @@ import torch
 from tqdm.auto import tqdm
 
 from hdlib.errors import HDError
-from hdlib.models import cache_dir
+from hdlib.paths import cache_dir
 from hdlib.store import write_text_atomic
 from hdlib.tiers.base import ModelGuesses
 from hdlib.tree import DraftTree, tree_buffers

@@ -24,9 +24,10 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 from hdlib.errors import HDError
+from hdlib.paths import data_dir
 from hdlib.tiers import DEFAULT_TIERS, Tier, make_tier, parse_tiers
 
-DEFAULT_QUESTIONS = Path(__file__).resolve().parents[1] / "data" / "prompts" / "prompts.jsonl"
+DEFAULT_QUESTIONS = data_dir() / "prompts" / "prompts.jsonl"
 COLORS = {Tier.CONTEXT: "32", Tier.MODEL: "34", Tier.STATISTICS: "35", Tier.TARGET: "0"}  # ANSI SGR
 
 

@@ -25,7 +25,7 @@ from hdlib.errors import HDError
 from hdlib.sampling import Sampler, Warp
 from hdlib.tiers import DEFAULT_TIERS, DraftTier, Tier, make_tier, parse_tiers
 from hdlib.tiers.base import ModelGuesses
-from hdlib.models import cache_dir
+from hdlib.paths import cache_dir
 from hdlib.trace import Generation, Step, StepTimes, StopReason
 from hdlib.tree import DraftTree, tree_buffers
 from hdlib.value import AcceptancePrior, ValueTree

@@ -33,7 +33,8 @@ from transformers import GenerationConfig
 import hdlib
 from hdlib import sharegpt
 from hdlib.errors import HDError
-from hdlib.models import DEFAULT_MODEL, LoadedModel, cache_dir
+from hdlib.models import DEFAULT_MODEL, LoadedModel
+from hdlib.paths import cache_dir, data_dir
 from hdlib.store import read_db, write_db
 from hdlib.tiers.base import Tier
 
@@ -44,11 +45,6 @@ SHARD_TIER = "model-shard"
 _SHARD_FORMAT = 1
 # The databases shipped in data/db, by packaged model name.
 SHIPPED = {DEFAULT_MODEL: "smollm2-135m.model.npz"}
-
-
-def data_dir() -> Path:
-    """The repository's data/ folder (databases and prompt sets shipped with hdlib)."""
-    return Path(hdlib.__file__).resolve().parents[1] / "data"
 
 
 def default_model_db_path(lm: LoadedModel) -> Path:

@@ -27,6 +27,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, GgufConfig, PreTra
 from hdlib.cpu import DEFAULT_PREPACK, PREPACK_CHOICES
 from hdlib.cpu import prepack as prepack_linears
 from hdlib.errors import HDError
+from hdlib.paths import cache_dir
 
 DEFAULT_MODEL = "smollm2-135m"
 
@@ -36,11 +37,6 @@ _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torc
 DTYPE_CHOICES = tuple(_DTYPES)
 # Turn-end tokens of common chat templates; one counts only where the model's template writes it.
 _CHAT_END_TOKENS = ("<|im_end|>", "<end_of_turn>", "<|eot_id|>", "<|end|>")
-
-
-def cache_dir() -> Path:
-    """Where hdlib keeps what it builds once (converted models, stores): $HDLIB_CACHE or ~/.cache/hdlib."""
-    return Path(os.environ.get("HDLIB_CACHE") or Path.home() / ".cache" / "hdlib").expanduser()
 
 
 def get_device(device: str | torch.device | None = None) -> torch.device:

@@ -169,10 +169,13 @@ def model_folders(cache: Path) -> list[str]:
 
 
 def test_cache_dir_follows_the_environment(monkeypatch, tmp_path):
+    from hdlib import paths
+
     monkeypatch.setenv("HDLIB_CACHE", str(tmp_path))
-    assert models.cache_dir() == tmp_path
+    assert paths.cache_dir() == tmp_path
     monkeypatch.delenv("HDLIB_CACHE")
-    assert models.cache_dir() == Path.home() / ".cache" / "hdlib"
+    assert paths.cache_dir() == Path.home() / ".cache" / "hdlib"
+    assert (paths.data_dir() / "prompts" / "prompts.jsonl").is_file()
 
 
 @pytest.mark.parametrize(

@@ -31,7 +31,7 @@ import numpy as np
 
 from hdlib.corpus import Corpus, progress_bar
 from hdlib.errors import HDError
-from hdlib.models import cache_dir
+from hdlib.paths import cache_dir
 from hdlib.store import read_db, read_meta, write_db
 from hdlib.suffix import Prefixes, SuffixIndex, build_suffix_array, count_prefixes, join_documents
 from hdlib.tiers.base import Draft, DraftTier, Proposal, Tier

@@ -25,6 +25,7 @@ import plotly.graph_objects as go
 
 from hdlib.decoding import generate
 from hdlib.errors import HDError
+from hdlib.paths import data_dir
 from hdlib.specbench import load_questions
 from hdlib.tiers import DEFAULT_TIERS, DraftTier, Tier, make_tier
 from hdlib.trace import TIER_COLORS, Generation
@@ -90,8 +91,6 @@ class TraceCache:
 def prompt_choices(path: str | Path | None = None) -> dict[str, str]:
     """Label -> prompt text for the project's prompt set (default data/prompts/prompts.jsonl)."""
     if path is None:
-        from hdlib.modeldb import data_dir
-
         path = data_dir() / "prompts" / "prompts.jsonl"
     choices = {}
     for q in load_questions(path):
