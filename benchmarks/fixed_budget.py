@@ -25,7 +25,7 @@ from collections import Counter
 
 from common import load, spec_bench_parser
 
-from hdlib.budget import ForwardProfile, load_or_measure
+from hdlib.budget import flat_profile, load_or_measure
 from hdlib.cpu import describe_machine
 from hdlib.databases import load_tier
 from hdlib.decoding import DecodeSettings, generate, run
@@ -71,12 +71,12 @@ def main() -> None:
         fixed = None if budget == "auto" else int(budget)
         return generate(lm, ids, tiers(name), max_new_tokens=args.max_new_tokens, budget=fixed)
 
+    prior_key = load_or_measure(lm.model).key  # the prior `generate` uses: acceptance does not depend on time
+
     def top_n(n: int) -> ValueTree:
-        """The value-ranked tree under a flat forward time up to 1 + n tokens: it verifies its n best nodes
-        (the prior is the one `generate` uses: acceptance does not depend on the forward time)."""
-        key = load_or_measure(lm.model).key
-        flat = ForwardProfile((1.0,) * (n + 1), 0, key)
-        return ValueTree(flat, AcceptancePrior.for_model(cache_dir() / "acceptance", key))
+        """The value-ranked tree under a flat forward time up to 1 + n tokens: it verifies its n best nodes."""
+        prior = AcceptancePrior.for_model(cache_dir() / "acceptance", prior_key)
+        return ValueTree(flat_profile([1.0] * (n + 1)), prior)
 
     names = [f"{name}@{b}" for name in args.methods.split(",") for b in budgets]
     totals = {n: Counter() for n in ["ar", *names]}
