@@ -31,7 +31,6 @@ from hdlib.tree import DraftTree, tree_buffers
 from hdlib.value import AcceptancePrior, ValueTree
 from hdlib.verifier import (
     AttentionLayout,
-    check_model,
     compact_cache,
     greedy_accept,
     new_cache,
@@ -93,7 +92,6 @@ class _Verifier:
     """The model side of a step: forward over the tree, acceptance (greedy or sampled), cache compaction."""
 
     def __init__(self, model: PreTrainedModel, sampler: Sampler | None = None) -> None:
-        check_model(model)
         self.model = model
         self.vocab_size = vocabulary_size(model)
         self.device = model.device

@@ -43,6 +43,7 @@ class AttentionLayout:
 
     @classmethod
     def of(cls, model: PreTrainedModel) -> AttentionLayout:
+        check_model(model)  # every pass that builds tree masks needs a backend that honours them
         config = model.config
         types = frozenset(getattr(config, "layer_types", None) or ["full_attention"])
         window = getattr(config, "sliding_window", None)
