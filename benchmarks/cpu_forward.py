@@ -1,7 +1,7 @@
 """The CPU forward pass with and without oneDNN-prepacked linear layers (hdlib.cpu), side by side.
 
 The packaged model is loaded three times (prepack none, head, all). In rounds, each copy's forward
-time over k = 1..32 new tokens after 256 cached ones is measured (hdlib.budget.measure_forward), and
+time over k = 1..32 new tokens after 256 cached ones is measured (hdlib.profile.measure_forward), and
 plain greedy decoding of the project's prompts (64 new tokens) is timed; the medians over the rounds
 are kept. Greedy outputs are compared with the unpacked model's.
 
@@ -16,7 +16,7 @@ import statistics
 import time
 from pathlib import Path
 
-from hdlib.budget import measure_forward
+from hdlib.profile import measure_forward
 from hdlib.cpu import PREPACK_CHOICES, describe_machine
 from hdlib.decoding import generate
 from hdlib.models import load_model

@@ -25,12 +25,12 @@ from collections import Counter
 
 from common import load, spec_bench_parser
 
-from hdlib.budget import flat_profile, load_or_measure
+from hdlib.budget import flat_profile
+from hdlib.profile import load_or_measure
 from hdlib.cpu import describe_machine
 from hdlib.databases import load_tier
 from hdlib.decoding import DecodeSettings, generate, run
 from hdlib.drafter import Drafter
-from hdlib.paths import cache_dir
 from hdlib.modeldb import default_model_db_path
 from hdlib.store import write_text_atomic
 from hdlib.trace import Generation
@@ -75,7 +75,7 @@ def main() -> None:
 
     def top_n(n: int) -> ValueTree:
         """The value-ranked tree under a flat forward time up to 1 + n tokens: it verifies its n best nodes."""
-        prior = AcceptancePrior.for_model(cache_dir() / "acceptance", prior_key)
+        prior = AcceptancePrior.for_model(prior_key)
         return ValueTree(flat_profile([1.0] * (n + 1)), prior)
 
     names = [f"{name}@{b}" for name in args.methods.split(",") for b in budgets]
@@ -99,10 +99,10 @@ def main() -> None:
                 for s in g.steps:
                     t["verified"] += s.tree.n_drafted
                     for node in range(1, len(s.tree)):
-                        part = f"{s.tree.tiers[node].value}{'/' + s.tree.sources[node] if s.tree.sources[node] else ''}"
+                        part = f"{s.tree.tiers[node].name}{'/' + s.tree.sources[node] if s.tree.sources[node] else ''}"
                         t[f"drafted {part}"] += 1
                     for node in s.accepted_nodes[1:]:
-                        part = f"{s.tree.tiers[node].value}{'/' + s.tree.sources[node] if s.tree.sources[node] else ''}"
+                        part = f"{s.tree.tiers[node].name}{'/' + s.tree.sources[node] if s.tree.sources[node] else ''}"
                         t[f"accepted {part}"] += 1
             totals["ar"]["tokens"] += len(base.tokens)
             totals["ar"]["steps"] += len(base.steps)

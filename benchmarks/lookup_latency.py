@@ -43,15 +43,15 @@ def main() -> None:
         lm.databases.pop(tier, None)
         start = time.perf_counter()
         load_tier(tier, lm)
-        results[f"{tier.value}_open_s"] = round(time.perf_counter() - start, 3)
+        results[f"{tier.name}_open_s"] = round(time.perf_counter() - start, 3)
     tiers = [ContextTier(), load_tier(Tier.MODEL, lm), load_tier(Tier.STATISTICS, lm)]
     contexts = [a["prompt_ids"] + a["answer_ids"][:i] for a in answers for i in range(len(a["answer_ids"]))]
     for budget in (int(b) for b in args.budgets.split(",")):
         for tier, seconds in lookup_latency(tiers, contexts, budget).items():
             ms = [1e3 * t for t in seconds]
             row = {"median_ms": round(statistics.median(ms), 4), "p99_ms": round(percentile(ms, 0.99), 4)}
-            results["tiers"].setdefault(tier.value, {})[str(budget)] = row
-            print(f"{tier.value:10} budget {budget:2}: median {row['median_ms']:.3f} ms, p99 {row['p99_ms']:.3f} ms")
+            results["tiers"].setdefault(tier.name, {})[str(budget)] = row
+            print(f"{tier.name:10} budget {budget:2}: median {row['median_ms']:.3f} ms, p99 {row['p99_ms']:.3f} ms")
     results["command"] = " ".join(["python benchmarks/lookup_latency.py", *sys.argv[1:]])
     results["date"] = time.strftime("%Y-%m-%d")
     args.out.write_text(json.dumps(results, indent=1))

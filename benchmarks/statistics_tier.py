@@ -185,7 +185,7 @@ BUILD_CHILD = (
     + """
 import json, sys, time
 import hdlib
-from hdlib.tiers.statistics import build_statistics_db
+from hdlib.statsdb import build_statistics_db
 start = time.perf_counter()
 build_statistics_db(hdlib.load_model(), sys.argv[1])
 print(json.dumps({"seconds": time.perf_counter() - start, "peak_rss_mb": memory("VmHWM")}))
@@ -227,7 +227,8 @@ def main() -> None:
 
     from hdlib import load_model
     from hdlib.store import read_meta
-    from hdlib.tiers.statistics import StatisticsSettings, StatisticsTier, default_statistics_path, ensure_statistics_db
+    from hdlib.statsdb import default_statistics_path, ensure_statistics_db
+    from hdlib.tiers.statistics import StatisticsSettings, StatisticsTier
 
     load_before = os.getloadavg()
     lm = load_model("smollm2-135m")

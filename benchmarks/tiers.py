@@ -27,7 +27,7 @@ def main() -> None:
     def progress(question, runs):
         print(progress_line(question, runs), file=sys.stderr, flush=True)
 
-    results = run_benchmark(lm, questions, args.methods.split(","), args.max_new_tokens, progress)
+    results = run_benchmark(lm, questions, args.methods.split(","), args.max_new_tokens, progress).to_json()
     results["command"] = " ".join(["python benchmarks/tiers.py", *sys.argv[1:]])
     results["date"] = time.strftime("%Y-%m-%d")
     for metric in ("speedup", "mat", "identical_frac"):

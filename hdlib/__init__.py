@@ -8,17 +8,25 @@
     stats = hdlib.load_tier(hdlib.Tier.STATISTICS, lm)   # what would it draft here, and how often seen?
     stats.explain(lm.encode_prompt("Write a poem about the sea"), budget=16)
 
-`decode` is the step-by-step generator underneath; `Step` and `Generation` are its records.
+    class Echo(hdlib.DraftTier):                  # a tier of your own: a name, a letter, a colour
+        tier = hdlib.Tier("echo", "E", "#E69F00")
+        def lookup(self, context, budget):
+            return [tuple(context[-budget:])]
+    hdlib.generate(lm, "Say it twice: ...", tiers=["context", Echo()])
+    hdlib.register_tier(Echo)                     # now "E" in --tiers C,E and hd:CE too
+
+`Decoder` is the step-by-step loop underneath (`decode` iterates it); `Step` and `Generation` are
+its records.
 """
 
 from hdlib.budget import AdaptiveBudget, FixedBudget
-from hdlib.databases import describe, load_tier, open_database
-from hdlib.decoding import DecodeSettings, decode, generate, run
+from hdlib.databases import describe, load_tier, make_tier, open_database, parse_tiers, register_tier
+from hdlib.decoding import DecodeSettings, Decoder, decode, generate, run
 from hdlib.drafter import Drafter
 from hdlib.errors import HDError
 from hdlib.models import DEFAULT_MODEL, LoadedModel, get_device, load_model
 from hdlib.sampling import Sampler, Warp
-from hdlib.tiers import ContextSettings, ContextTier, DraftTier, Tier
+from hdlib.tiers import BONUS, ContextSettings, ContextTier, DraftRow, DraftTier, Tier
 from hdlib.trace import Generation, Step, StepTimes, StopReason
 from hdlib.tree import DraftTree, tree_buffers
 from hdlib.value import ValueTree
@@ -26,11 +34,14 @@ from hdlib.value import ValueTree
 __version__ = "0.1.0"
 
 __all__ = [
+    "BONUS",
     "DEFAULT_MODEL",
     "AdaptiveBudget",
     "ContextSettings",
     "ContextTier",
     "DecodeSettings",
+    "Decoder",
+    "DraftRow",
     "DraftTier",
     "DraftTree",
     "Drafter",
@@ -51,7 +62,10 @@ __all__ = [
     "get_device",
     "load_model",
     "load_tier",
+    "make_tier",
     "open_database",
+    "parse_tiers",
+    "register_tier",
     "run",
     "tree_buffers",
 ]

@@ -21,6 +21,8 @@ import torch
 
 from hdlib.decoding import check_prompt
 from hdlib.models import LoadedModel
+from hdlib.trace import cut_at_end
+from hdlib.verifier import synchronize
 
 PROMPT_LOOKUP_TOKENS = 10  # Spec-Bench's setting for PLD
 
@@ -44,7 +46,7 @@ class _ForwardMeter:
 
     def __init__(self, model: torch.nn.Module) -> None:
         self.model, self.calls, self.seconds, self._start = model, 0, 0.0, 0.0
-        self.cuda = next(model.parameters()).device.type == "cuda"
+        self.device = next(model.parameters()).device
 
     def __enter__(self) -> None:
         self._handles = [
@@ -57,17 +59,13 @@ class _ForwardMeter:
             handle.remove()
 
     def _before(self, module: torch.nn.Module, args: object) -> None:
-        self._sync()
+        synchronize(self.device)
         self._start = time.perf_counter()
 
     def _after(self, module: torch.nn.Module, args: object, output: object) -> None:
-        self._sync()  # hdlib's loop synchronises once per step too
+        synchronize(self.device)  # hdlib's loop waits for the device once per step too
         self.seconds += time.perf_counter() - self._start
         self.calls += 1
-
-    def _sync(self) -> None:
-        if self.cuda:
-            torch.cuda.synchronize()
 
 
 def hf_generate(
@@ -105,12 +103,7 @@ def hf_generate(
     with torch.inference_mode(), meter:
         start = time.perf_counter()
         out = lm.model.generate(input_ids, attention_mask=torch.ones_like(input_ids), **options)
-        if meter.cuda:
-            torch.cuda.synchronize()
+        synchronize(meter.device)
         wall = time.perf_counter() - start
-    tokens = [int(t) for t in out[0, len(prompt_ids) :].tolist()]
-    for i, token in enumerate(tokens):
-        if token in lm.eos_token_ids:
-            del tokens[i + 1 :]
-            break
+    tokens = cut_at_end([int(t) for t in out[0, len(prompt_ids) :].tolist()], lm.eos_token_ids)
     return HFGeneration(tokens, meter.calls, wall, meter.seconds)

@@ -13,7 +13,12 @@ them alike.
 
 Each answered turn is kept as a `Turn` (counts, seconds, a digest of the tokens) and each question
 as an `Answered` record; the metrics are computed from those records only, so a run resumed from
-its raw results file (hdlib.benchlog) aggregates exactly like an uninterrupted one.
+its raw results file (hdlib.benchlog) aggregates exactly like an uninterrupted one. The results are
+a `BenchResults` (each method's `Metrics` overall and per task); `to_json` writes the file
+`hdlib bench --out` holds and `from_json` reads one back, older files included.
+
+Tier letters in `hd:ORDER` are any known tier's (`hdlib.databases.register_tier`): `hd:CX` asks the
+context tier, then the tier whose letter is X.
 
 Metrics follow Spec-Bench: throughput per question = new tokens / wall time over its turns; speedup =
 mean throughput of the method / mean throughput of `ar`; MAT = mean tokens per step over all steps
@@ -28,18 +33,27 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import permutations
+from typing import Any
 
+from hdlib import presentation
 from hdlib.baselines import PROMPT_LOOKUP_TOKENS, HFGeneration, hf_generate
 from hdlib.cpu import describe_machine
+from hdlib.databases import parse_tiers
 from hdlib.decoding import generate
 from hdlib.errors import HDError
 from hdlib.models import LoadedModel
 from hdlib.specbench import Question
-from hdlib.tiers import DEFAULT_TIERS, Tier, parse_tiers
+from hdlib.tiers import BONUS, DEFAULT_TIERS, Tier
 from hdlib.trace import Generation
 
 ALL_ORDERS = "hd:all-orders"
 FAIRNESS_LIMIT = 0.05  # `ar` may be at most this much slower than `hf` to count as a fair baseline
+LEGACY_BONUS = "target"  # what files written before hdlib named the bonus token "bonus" call it
+
+
+def _tier_counts(counts: Mapping[str, Any], kind: type) -> dict[str, Any]:
+    """Per-tier numbers from a file, the bonus token under its name whatever the file's age."""
+    return {BONUS.name if str(k) == LEGACY_BONUS else str(k): kind(v) for k, v in counts.items()}
 
 
 @dataclass(frozen=True)
@@ -62,9 +76,10 @@ class Method:
         if base == "hd":
             return cls(name, DEFAULT_TIERS, budget=budget)
         if base.startswith("hd:") and len(base) > 3:
-            return cls(name, tuple(parse_tiers(list(base[3:]))), budget=budget)  # type: ignore[arg-type]
+            return cls(name, tuple(parse_tiers(list(base[3:]))), budget=budget)  # type: ignore[arg-type]  (letters give Tiers)
         raise HDError(
-            f"unknown method {name!r}: use ar, hf, hf-pld, hd, hd:ORDER (tier letters C, M, S, e.g. hd:CM) "
+            f"unknown method {name!r}: use ar, hf, hf-pld, hd, hd:ORDER (tier letters C, M, S or a registered "
+            "tier's, e.g. hd:CM) "
             f"or {ALL_ORDERS}; an hd method may end in @N for a fixed budget of N draft tokens per step "
             "(e.g. hd:CMS@64)"
         )
@@ -90,7 +105,7 @@ def split_budget(name: str) -> tuple[str, int | None]:
 
 
 def all_orders() -> list[str]:
-    """The 15 ordered non-empty subsets of the tiers as method names: hd:C ... hd:SMC."""
+    """The 15 ordered non-empty subsets of hdlib's three tiers as method names: hd:C ... hd:SMC."""
     letters = [t.letter for t in DEFAULT_TIERS]
     return [f"hd:{''.join(p)}" for n in range(1, len(letters) + 1) for p in permutations(letters, n)]
 
@@ -127,14 +142,14 @@ class Turn:
     draft_s: float  # asking the tiers (0 for transformers' methods: not separable)
     overhead_s: float  # step time outside the forward pass
     step_s: float  # all steps (hdlib: prefill excluded; transformers: wall time)
-    tiers: dict[str, int]  # emitted tokens per tier, bonus tokens under "target"; {} for transformers
+    tiers: dict[str, int]  # emitted tokens per tier by name, bonus tokens under "bonus"; {} for transformers
     digest: str  # of the token ids, to tell identical outputs
     text: str = field(default="", compare=False, repr=False)  # the answer; not kept in the file
 
     @classmethod
     def of(cls, g: Generation) -> Turn:
         t = g.step_time
-        tiers = {tier.value: n for tier, n in sorted(g.tier_counts.items())}
+        tiers = {tier.name: n for tier, n in sorted(g.tier_counts.items(), key=lambda item: item[0].name)}
         return cls(len(g.tokens), len(g.steps), g.wall_s, t.draft, t.overhead, t.total, tiers, digest(g.tokens), g.text)
 
     @classmethod
@@ -149,12 +164,12 @@ class Turn:
         }
 
     @classmethod
-    def from_json(cls, row: Mapping[str, object]) -> Turn:
+    def from_json(cls, row: Mapping[str, Any]) -> Turn:
         return cls(
-            int(row["tokens"]),  # type: ignore[arg-type]
-            int(row["steps"]),  # type: ignore[arg-type]
-            *(float(row[k]) for k in ("wall_s", "draft_s", "overhead_s", "step_s")),  # type: ignore[arg-type]
-            {str(k): int(v) for k, v in dict(row["tiers"]).items()},  # type: ignore[call-overload]
+            int(row["tokens"]),
+            int(row["steps"]),
+            *(float(row[k]) for k in ("wall_s", "draft_s", "overhead_s", "step_s")),
+            _tier_counts(row["tiers"], int),
             str(row["digest"]),
         )
 
@@ -172,9 +187,91 @@ class Answered:
         return {"question_id": self.question_id, "task": self.task, "runs": runs}
 
     @classmethod
-    def from_json(cls, row: Mapping[str, object]) -> Answered:
-        runs = {str(name): [Turn.from_json(t) for t in turns] for name, turns in dict(row["runs"]).items()}  # type: ignore[call-overload]
-        return cls(int(row["question_id"]), str(row["task"]), runs)  # type: ignore[call-overload]
+    def from_json(cls, row: Mapping[str, Any]) -> Answered:
+        runs = {str(name): [Turn.from_json(t) for t in turns] for name, turns in row["runs"].items()}
+        return cls(int(row["question_id"]), str(row["task"]), runs)
+
+
+@dataclass(frozen=True)
+class Metrics:
+    """Spec-Bench's numbers for one method over some questions (see the module docstring)."""
+
+    speedup: float  # mean throughput over `ar`'s
+    mat: float  # tokens per step, the bonus token included
+    tokens_per_s: float  # mean throughput per question
+    draft_ms: float  # asking the tiers, per step
+    overhead_frac: float  # step time outside the forward pass
+    identical_frac: float  # questions whose every turn is `ar`'s, token for token
+    tier_share: dict[str, float]  # emitted tokens by tier name, the bonus token's under "bonus"; {} for transformers
+
+    def to_json(self) -> dict[str, Any]:
+        return {**{k: getattr(self, k) for k in METRICS}, "tier_share": dict(self.tier_share)}
+
+    @classmethod
+    def from_json(cls, row: Mapping[str, Any]) -> Metrics:
+        return cls(*(float(row[k]) for k in METRICS), _tier_counts(row.get("tier_share", {}), float))
+
+
+METRICS = ("speedup", "mat", "tokens_per_s", "draft_ms", "overhead_frac", "identical_frac")  # the float ones
+
+
+@dataclass(frozen=True)
+class MethodResult:
+    overall: Metrics
+    tasks: dict[str, Metrics]  # in the order the tasks first appear
+
+    def to_json(self) -> dict[str, Any]:
+        return {"overall": self.overall.to_json(), "tasks": {t: m.to_json() for t, m in self.tasks.items()}}
+
+    @classmethod
+    def from_json(cls, row: Mapping[str, Any]) -> MethodResult:
+        return cls(Metrics.from_json(row["overall"]), {str(t): Metrics.from_json(m) for t, m in row["tasks"].items()})
+
+
+@dataclass(frozen=True)
+class BenchResults:
+    """A benchmark run: where it ran and every method's metrics (`ar` first)."""
+
+    model: str
+    device: str
+    dtype: str
+    machine: dict[str, Any]  # `hdlib.cpu.describe_machine()`: CPU model, flags, threads
+    temperature: float
+    max_new_tokens: int
+    questions: int
+    methods: dict[str, MethodResult]
+    extra: dict[str, Any] = field(default_factory=dict)  # what a script added to the file (date, command), kept
+
+    @property
+    def tasks(self) -> list[str]:
+        return list(next(iter(self.methods.values())).tasks)
+
+    def to_json(self) -> dict[str, Any]:
+        head = {k: getattr(self, k) for k in ("model", "device", "dtype", "machine", "temperature", "max_new_tokens")}
+        methods = {name: m.to_json() for name, m in self.methods.items()}
+        return {**head, "questions": self.questions, "methods": methods, **self.extra}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> BenchResults:
+        """Results as `to_json` (or `hdlib bench --out`) wrote them; files from before a field existed
+        read with its default (no `machine`: {}; no `dtype`: float32)."""
+        known = {"model", "device", "dtype", "machine", "temperature", "max_new_tokens", "questions", "methods"}
+        return cls(
+            model=str(data["model"]),
+            device=str(data["device"]),
+            dtype=str(data.get("dtype", "float32")),
+            machine=dict(data.get("machine", {})),
+            temperature=float(data["temperature"]),
+            max_new_tokens=int(data["max_new_tokens"]),
+            questions=int(data["questions"]),
+            methods={str(n): MethodResult.from_json(m) for n, m in data["methods"].items()},
+            extra={k: v for k, v in data.items() if k not in known},
+        )
+
+    @classmethod
+    def of(cls, results: BenchResults | Mapping[str, Any]) -> BenchResults:
+        """Results as they are, or read from the JSON of a results file (`json.load`)."""
+        return results if isinstance(results, BenchResults) else cls.from_json(results)
 
 
 @dataclass
@@ -204,21 +301,21 @@ class Tally:
             self.overhead_s += t.overhead_s
             self.step_s += t.step_s
 
-    def metrics(self, baseline: Tally) -> dict[str, object]:
+    def metrics(self, baseline: Tally) -> Metrics:
         mean = sum(self.throughputs) / len(self.throughputs)
         base = sum(baseline.throughputs) / len(baseline.throughputs)
-        return {
-            "speedup": mean / base if base > 0 else 0.0,
-            "mat": self.tokens / self.steps if self.steps else 0.0,
-            "tokens_per_s": mean,
-            "draft_ms": 1e3 * self.draft_s / self.steps if self.steps else 0.0,
-            "overhead_frac": self.overhead_s / self.step_s if self.step_s > 0 else 0.0,
-            "identical_frac": sum(self.identical) / len(self.identical),
-            "tier_share": {t: n / self.tokens for t, n in sorted(self.tier_tokens.items())} if self.tokens else {},
-        }
+        return Metrics(
+            speedup=mean / base if base > 0 else 0.0,
+            mat=self.tokens / self.steps if self.steps else 0.0,
+            tokens_per_s=mean,
+            draft_ms=1e3 * self.draft_s / self.steps if self.steps else 0.0,
+            overhead_frac=self.overhead_s / self.step_s if self.step_s > 0 else 0.0,
+            identical_frac=sum(self.identical) / len(self.identical),
+            tier_share={t: n / self.tokens for t, n in sorted(self.tier_tokens.items())} if self.tokens else {},
+        )
 
 
-def aggregate(records: Sequence[Answered], method_names: Sequence[str]) -> dict[str, dict[str, object]]:
+def aggregate(records: Sequence[Answered], method_names: Sequence[str]) -> dict[str, MethodResult]:
     """Each method's metrics overall and per task (tasks in the order they first appear)."""
     tasks = list(dict.fromkeys(r.task for r in records))
     tallies = {name: {"overall": Tally(), **{task: Tally() for task in tasks}} for name in method_names}
@@ -228,10 +325,7 @@ def aggregate(records: Sequence[Answered], method_names: Sequence[str]) -> dict[
                 tallies[name][key].add(record.runs[name], record.runs["ar"])
     ar = tallies["ar"]
     return {
-        name: {
-            "overall": per["overall"].metrics(ar["overall"]),
-            "tasks": {task: per[task].metrics(ar[task]) for task in tasks},
-        }
+        name: MethodResult(per["overall"].metrics(ar["overall"]), {task: per[task].metrics(ar[task]) for task in tasks})
         for name, per in tallies.items()
     }
 
@@ -273,7 +367,7 @@ def run_benchmark(
     on_question: Callable[[Question, Answered], None] | None = None,
     temperature: float = 0.0,
     done: Sequence[Answered] = (),
-) -> dict[str, object]:
+) -> BenchResults:
     """Every method over every question, interleaved; Spec-Bench's metrics per method and task.
 
     `done` holds questions answered earlier (a resumed run): they are not answered again but count
@@ -302,53 +396,57 @@ def run_benchmark(
         records[question.question_id] = Answered(question.question_id, question.task, runs)
         if on_question is not None:
             on_question(question, records[question.question_id])
-    return {
-        "model": lm.name,
-        "device": str(lm.device),
-        "dtype": str(lm.model.dtype).removeprefix("torch."),
-        "machine": describe_machine(),
-        "temperature": temperature,
-        "max_new_tokens": max_new_tokens,
-        "questions": len(questions),
-        "methods": aggregate([records[q.question_id] for q in questions], names),
-    }
+    return BenchResults(
+        model=lm.name,
+        device=str(lm.device),
+        dtype=str(lm.model.dtype).removeprefix("torch."),
+        machine=describe_machine(),
+        temperature=temperature,
+        max_new_tokens=max_new_tokens,
+        questions=len(questions),
+        methods=aggregate([records[q.question_id] for q in questions], names),
+    )
 
 
-def table(results: Mapping[str, object], metric: str = "speedup") -> str:
+Results = BenchResults | Mapping[str, Any]  # a run's results, or the JSON of a results file
+
+
+def table(results: Results, metric: str = "speedup") -> str:
     """Methods as rows, tasks (then overall) as columns."""
-    methods: Mapping[str, dict] = results["methods"]  # type: ignore[assignment]
-    tasks = list(next(iter(methods.values()))["tasks"])
-    width = max(12, *(len(n) + 2 for n in methods))
-    head = f"{metric:{width}}" + "".join(f"{t[:13]:>14}" for t in [*tasks, "overall"])
+    r = BenchResults.of(results)
+    width = max(12, *(len(n) + 2 for n in r.methods))
+    head = f"{metric:{width}}" + "".join(f"{t[:13]:>14}" for t in [*r.tasks, "overall"])
     rows = [
-        f"{name:{width}}" + "".join(f"{m['tasks'][t][metric]:14.2f}" for t in tasks) + f"{m['overall'][metric]:14.2f}"
-        for name, m in methods.items()
+        f"{name:{width}}"
+        + "".join(f"{getattr(m.tasks[t], metric):14.2f}" for t in r.tasks)
+        + f"{getattr(m.overall, metric):14.2f}"
+        for name, m in r.methods.items()
     ]
     return "\n".join([head, *rows])
 
 
-def overall_table(results: Mapping[str, object]) -> str:
+def overall_table(results: Results) -> str:
     """One row per method with every overall metric."""
-    methods: Mapping[str, dict] = results["methods"]  # type: ignore[assignment]
-    width = max(12, *(len(n) + 2 for n in methods))
+    r = BenchResults.of(results)
+    width = max(12, *(len(n) + 2 for n in r.methods))
     head = f"{'overall':{width}}{'speedup':>8}{'MAT':>7}{'tok/s':>9}{'draft ms':>10}{'overhead':>10}{'identical':>11}  tier share"
     rows = []
-    for name, m in methods.items():
-        o = m["overall"]
-        shares = ", ".join(f"{t} {100 * s:.0f} %" for t, s in o["tier_share"].items()) or "-"
+    for name, m in r.methods.items():
+        o = m.overall
+        shares = ", ".join(f"{t} {100 * s:.0f} %" for t, s in o.tier_share.items()) or "-"
         rows.append(
-            f"{name:{width}}{o['speedup']:7.2f}x{o['mat']:7.2f}{o['tokens_per_s']:9.1f}{o['draft_ms']:10.2f}"
-            f"{100 * o['overhead_frac']:9.1f}%{100 * o['identical_frac']:10.0f}%  {shares}"
+            f"{name:{width}}{o.speedup:7.2f}x{o.mat:7.2f}{o.tokens_per_s:9.1f}{o.draft_ms:10.2f}"
+            f"{100 * o.overhead_frac:9.1f}%{100 * o.identical_frac:10.0f}%  {shares}"
         )
     return "\n".join([head, *rows])
 
 
-def fairness_line(results: Mapping[str, object]) -> str:
+def fairness_line(results: Results) -> str:
     """Is `ar` a fair baseline? Its overall throughput against transformers' `generate` (`hf`)."""
-    methods: Mapping[str, dict] = results["methods"]  # type: ignore[assignment]
+    methods = BenchResults.of(results).methods
     if "hf" not in methods:
         return "ar vs hf: not measured (add hf to --methods to check that ar is a fair baseline)"
-    hf_over_ar = methods["hf"]["overall"]["speedup"]
+    hf_over_ar = methods["hf"].overall.speedup
     relative = 1 / hf_over_ar - 1 if hf_over_ar > 0 else 0.0  # ar's throughput relative to hf's
     line = f"ar vs hf: ar is {100 * abs(relative):.1f} % {'faster' if relative >= 0 else 'slower'} than hf overall"
     if relative < -FAIRNESS_LIMIT:
@@ -359,28 +457,24 @@ def fairness_line(results: Mapping[str, object]) -> str:
     return line
 
 
-def identical_line(results: Mapping[str, object]) -> str:
+def identical_line(results: Results) -> str:
     """At temperature 0, is every method's output `ar`'s? In float32 anything else is a bug; in half
     precision the tree pass and the one-token pass round differently, and near-ties can flip."""
-    if results.get("temperature", 0.0) != 0:
+    r = BenchResults.of(results)
+    if r.temperature != 0:
         return "identical to ar: not expected when sampling (other random draws, the same distribution)"
-    methods: Mapping[str, dict] = results["methods"]  # type: ignore[assignment]
-    differ = {n: m["overall"]["identical_frac"] for n, m in methods.items() if m["overall"]["identical_frac"] < 1}
+    differ = {n: m.overall.identical_frac for n, m in r.methods.items() if m.overall.identical_frac < 1}
     if not differ:
         return "identical to ar: every method on 100 % of questions"
     listed = ", ".join(f"{n} {100 * f:.0f} %" for n, f in differ.items())
-    dtype = str(results.get("dtype", "float32"))
-    if dtype != "float32":
-        return (
-            f"identical to ar: {listed} of questions; in {dtype} the tree pass rounds otherwise than the "
-            "one-token pass, so near-ties of the argmax can flip (README: Half precision)"
-        )
+    if r.dtype != "float32":
+        return f"identical to ar: {listed} of questions; {presentation.rounding_note(r.dtype)} (README: Half precision)"
     if any(n.startswith("hd") for n in differ):
         return f"WARNING: not identical to ar in float32: {listed} of questions: a bug, please report it"
     return f"identical to ar: {listed} of questions (transformers' own decoding; every hd method 100 %)"
 
 
-def summary(results: Mapping[str, object]) -> str:
+def summary(results: Results) -> str:
     """The printed report: speedup, MAT and identical share per task, every overall metric, fairness."""
     parts = [table(results, metric) for metric in ("speedup", "mat", "tokens_per_s", "identical_frac")]
     return "\n\n".join([*parts, overall_table(results), identical_line(results), fairness_line(results)])

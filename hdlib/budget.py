@@ -8,7 +8,8 @@ chosen, every step, to maximise expected tokens per second:
 
 where a_i is how often the i-th draft node (in the drafter's priority order) was accepted and e_i how
 often it existed at all, both measured over the recent steps of this generation (`AdaptiveBudget`).
-forward(.) is measured once per model and device for 1..64 tokens and cached on disk.
+forward(.) is measured once per model and device for 1..64 tokens and cached on disk (`hdlib.profile`);
+the policies here only read it, so they need neither torch nor a model.
 
 `generate`'s default (budget None) is no longer `AdaptiveBudget` but the value-ranked tree
 (`hdlib.value.ValueTree`), which decides node by node rather than by a count; the policies here
@@ -17,29 +18,16 @@ forward(.) is measured once per model and device for 1..64 tokens and cached on 
 
 from __future__ import annotations
 
-import hashlib
-import json
-import statistics
-import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Protocol
+from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
-import torch
-from tqdm.auto import tqdm
 
 from hdlib.errors import HDError
-from hdlib.paths import cache_dir
-from hdlib.store import write_text_atomic
 from hdlib.tiers.base import ModelGuesses
-from hdlib.tree import DraftTree, tree_buffers
-from hdlib.verifier import AttentionLayout, compact_cache, new_cache, prefill, tree_logits
-
-if TYPE_CHECKING:
-    from transformers import PreTrainedModel
-
-    from hdlib.trace import Step
+from hdlib.trace import Step
+from hdlib.tree import DraftTree
 
 MAX_BUDGET = 64
 
@@ -185,70 +173,6 @@ class AdaptiveBudget(_VerifyAll):
         nodes = np.minimum(ks, step.tree.n_drafted)
         for total, value in ((self.gain, gain), (self.nodes, nodes), (self.weight, 1.0)):
             total[: big_k + 1] = self.decay * total[: big_k + 1] + value
-
-
-def profile_key(model: PreTrainedModel, context_len: int, max_k: int) -> str:
-    """Identifies model architecture and size, dtype, device and threads: what forward time depends on."""
-    config = model.config.to_json_string(use_diff=False)
-    layers = sorted({type(m).__name__ for m in model.modules()})  # prepacked layers (hdlib.cpu) run at other speeds
-    parts = [config, str(model.dtype), str(model.device), str(torch.get_num_threads()), str(context_len), str(max_k)]
-    parts += layers
-    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
-
-
-@torch.inference_mode()
-def measure_forward(
-    model: PreTrainedModel, context_len: int = 256, max_k: int = MAX_BUDGET, repeats: int = 3, progress: bool = True
-) -> ForwardProfile:
-    """Time one forward pass of k = 1..max_k tokens (a chain) after `context_len` cached tokens."""
-    if max_k < 1 or context_len < 1:
-        raise HDError("measure_forward needs max_k >= 1 and context_len >= 1")
-    layout = AttentionLayout.of(model)
-    gen = torch.Generator().manual_seed(0)
-    vocab = model.config.vocab_size
-    cache = new_cache()
-    prefill(model, torch.randint(0, vocab, (context_len,), generator=gen).tolist(), cache)
-    device = model.device
-
-    def one(k: int) -> float:
-        chain = torch.randint(0, vocab, (k,), generator=gen).tolist()
-        tree = DraftTree(root=chain[0])
-        tree.add(chain[1:], tier=None, max_new=k, max_depth=k)  # type: ignore[arg-type]
-        buffers = tree_buffers(tree, context_len, device)
-        start = time.perf_counter()
-        tree_logits(model, layout, buffers, cache, context_len)
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-        elapsed = time.perf_counter() - start
-        compact_cache(cache, context_len, [])
-        return elapsed
-
-    one(1), one(max_k)  # warm-up: first calls allocate
-    seconds = []
-    for k in tqdm(range(1, max_k + 1), desc="measuring forward time", disable=not progress, leave=False):
-        seconds.append(statistics.median(one(k) for _ in range(repeats)))
-    # Forward time cannot fall as k grows; a noise spike can make it look so. Cap each k by every
-    # larger k (a spike is dropped, not spread to every k above it).
-    seconds = np.minimum.accumulate(seconds[::-1])[::-1].tolist()
-    return ForwardProfile(tuple(seconds), context_len, profile_key(model, context_len, max_k))
-
-
-def load_or_measure(model: PreTrainedModel, context_len: int = 256, max_k: int = MAX_BUDGET) -> ForwardProfile:
-    """The cached forward profile of this model on this device, measured on first use."""
-    key = profile_key(model, context_len, max_k)
-    path = cache_dir() / "forward" / f"{key}.json"
-    if path.exists():
-        try:
-            data = json.loads(path.read_text())
-            profile = ForwardProfile(tuple(data["seconds"]), int(data["context_len"]), str(data["key"]))
-            if profile.key == key and len(profile.seconds) == max_k:
-                return profile
-        except (ValueError, KeyError, TypeError):
-            pass  # a damaged cache file is measured again
-    profile = measure_forward(model, context_len, max_k)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_text_atomic(path, json.dumps(asdict(profile)))
-    return profile
 
 
 def flat_profile(seconds: Sequence[float] | None = None) -> ForwardProfile:

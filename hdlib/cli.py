@@ -23,12 +23,12 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
+from hdlib import presentation
 from hdlib.errors import HDError
 from hdlib.paths import data_dir
-from hdlib.tiers import DEFAULT_TIERS, Tier, make_tier, parse_tiers
+from hdlib.tiers import DEFAULT_TIERS, Tier
 
 DEFAULT_QUESTIONS = data_dir() / "prompts" / "prompts.jsonl"
-COLORS = {Tier.CONTEXT: "32", Tier.MODEL: "34", Tier.STATISTICS: "35", Tier.TARGET: "0"}  # ANSI SGR
 
 
 class _Parser(argparse.ArgumentParser):
@@ -64,7 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
     source.add_argument("--prompt", help="the prompt text")
     source.add_argument("--prompt-file", type=Path, help="a UTF-8 text file holding the prompt")
     gen.add_argument("--model", default=DEFAULT_MODEL, help=f"packaged name, local folder or Hub id (default {DEFAULT_MODEL})")
-    gen.add_argument("--tiers", default=",".join(t.value for t in DEFAULT_TIERS), help="tiers in the order they are asked, by name or letter (default context,model,statistics)")
+    gen.add_argument("--tiers", default=",".join(t.name for t in DEFAULT_TIERS), help="tiers in the order they are asked, by name or letter, hdlib's or registered (default context,model,statistics)")
     gen.add_argument("--budget", type=_budget, default=None, metavar="N|auto", help="draft tokens per step (default: auto, from the measured forward time)")
     gen.add_argument("--max-new-tokens", type=_positive, default=256)
     gen.add_argument("--temperature", type=float, default=0.0, help="0 is greedy (default); above 0 samples, losslessly")
@@ -133,13 +133,8 @@ def read_prompt(args: argparse.Namespace) -> str:
     return text
 
 
-def colored(pieces: Sequence[str], tiers: Sequence[Tier], enabled: bool) -> str:
-    if not enabled:
-        return "".join(pieces)
-    return "".join(f"\x1b[{COLORS[t]}m{p}\x1b[0m" for p, t in zip(pieces, tiers))
-
-
 def cmd_generate(args: argparse.Namespace) -> int:
+    from hdlib.databases import parse_tiers
     from hdlib.decoding import DecodeSettings, generate
     from hdlib.models import load_model
 
@@ -155,9 +150,9 @@ def cmd_generate(args: argparse.Namespace) -> int:
     hd = generate(lm, prompt, tiers, max_new_tokens=args.max_new_tokens, budget=args.budget, **sampling)
 
     use_color = args.color == "always" or (args.color == "auto" and sys.stdout.isatty())
-    out = [colored(hd.pieces, hd.token_tiers, use_color), ""]
+    out = [presentation.tokens_ansi(hd.pieces, hd.token_tiers) if use_color else "".join(hd.pieces), ""]
     if use_color:
-        out.append("colours: " + " ".join(colored([t.value], [t], True) for t in [*hd.tier_order, Tier.TARGET]))
+        out.append("colours: " + presentation.legend_ansi(hd.legend()))
     out.extend(report_lines(hd, plain, args.dtype))
     print("\n".join(out))
     return 0
@@ -167,19 +162,17 @@ def report_lines(hd, plain, dtype: str = "float32") -> list[str]:
     """The summary printed under the answer: MAT, speed, speedup, tiers, engine overhead."""
     n_steps = max(len(hd.steps), 1)
     t = hd.step_time
-    counts = hd.tier_counts
-    per_tier = ", ".join(f"{tier.value} {counts.get(tier, 0)}" for tier in [*hd.tier_order, Tier.TARGET])
-    order = ",".join(x.value for x in hd.tier_order) or "no tiers"
+    order = ",".join(x.name for x in hd.tier_order) or "no tiers"
     per_step = ", ".join(
         f"{name} {1e3 * seconds / n_steps:.2f} ms"
         for name, seconds in (("drafting", t.draft), ("tree", t.tree), ("acceptance", t.accept), ("cache+update", t.update))
     )
     lines = [
         (
-            f"HD ({order}): {len(hd.tokens)} tokens in {len(hd.steps)} steps, "
-            f"MAT {hd.mat:.2f}, {hd.tokens_per_s:.1f} tokens/s; stop: {hd.stop_message}"
+            f"HD ({order}): {presentation.headline(len(hd.tokens), len(hd.steps), hd.mat)}, "
+            f"{hd.tokens_per_s:.1f} tokens/s; stop: {hd.stop_message}"
         ),
-        f"accepted tokens by tier: {per_tier}",
+        f"accepted tokens by tier: {presentation.counts_text(hd.legend())}",
         (
             f"engine overhead: {100 * hd.overhead_frac:.1f} % of step time "
             f"(per step: {per_step}; forward {1e3 * t.forward / n_steps:.1f} ms)"
@@ -193,7 +186,7 @@ def report_lines(hd, plain, dtype: str = "float32") -> list[str]:
         elif plain.tokens == hd.tokens:
             same = "identical"
         elif dtype != "float32":
-            same = f"different ({dtype}: the tree pass rounds otherwise than the one-token pass; near-ties can flip)"
+            same = f"different ({presentation.rounding_note(dtype)})"
         else:
             same = "DIFFERENT (a bug: please report it)"
         lines.append(
@@ -204,15 +197,16 @@ def report_lines(hd, plain, dtype: str = "float32") -> list[str]:
 
 
 def cmd_warmup(args: argparse.Namespace) -> int:
-    from hdlib.budget import load_or_measure
+    from hdlib.databases import make_tier
     from hdlib.models import load_model
+    from hdlib.profile import load_or_measure
 
     lm = load_model(args.model, device=args.device)
     for tier in (Tier.MODEL, Tier.STATISTICS):  # the statistics database is built here on first use
         try:
             make_tier(tier, lm)
         except HDError as error:
-            print(f"hdlib: the {tier.value} tier is not ready: {error}", file=sys.stderr)
+            print(f"hdlib: the {tier.name} tier is not ready: {error}", file=sys.stderr)
     profile = load_or_measure(lm.model)
     s = profile.seconds
     print(f"{args.model} on {lm.device}: forward of 1 / 16 / 64 tokens = {1e3 * s[0]:.1f} / {1e3 * s[15]:.1f} / {1e3 * s[63]:.1f} ms")
@@ -244,7 +238,7 @@ def cmd_build_db(args: argparse.Namespace) -> int:
             command=" ".join(["hdlib", *args.argv]),
         )
     else:
-        from hdlib.tiers.statistics import build_statistics_db, default_statistics_path
+        from hdlib.statsdb import build_statistics_db, default_statistics_path
 
         path = build_statistics_db(lm, args.out or default_statistics_path(lm), source=source, limit=args.limit)
     from hdlib.store import read_meta
@@ -316,7 +310,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         )
         return 130
     bar.close()
-    write_text_atomic(args.out, json.dumps(results, indent=1))
+    write_text_atomic(args.out, json.dumps(results.to_json(), indent=1))
     if args.html is not None:
         from hdlib.viz.bench import write_html_report
 

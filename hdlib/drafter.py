@@ -18,9 +18,15 @@ from hdlib.tree import DraftTree
 
 class Drafter:
     def __init__(self, tiers: Sequence[DraftTier]) -> None:
-        kinds = [t.tier for t in tiers]
-        if len(set(kinds)) != len(kinds):
-            raise HDError(f"each tier may appear once, got {[k.value for k in kinds]}")
+        for i, tier in enumerate(tiers):
+            if not isinstance(getattr(tier, "tier", None), Tier):
+                raise HDError(f"{type(tier).__name__} has no `tier` (a Tier with its name, letter and colour)")
+            for other in tiers[:i]:
+                if tier.tier.name == other.tier.name or tier.tier.letter == other.tier.letter:
+                    raise HDError(
+                        f"each tier may appear once, and no two share a name or a letter: "
+                        f"{tier.tier.name} ({tier.tier.letter}) and {other.tier.name} ({other.tier.letter})"
+                    )
         self.tiers = list(tiers)
         self.lookup_s: dict[Tier, float] = {}  # time spent in each tier's lookup, last call
 
@@ -85,6 +91,6 @@ def _check_tokens(tier: DraftTier, tokens: Sequence[int], vocab_size: int) -> No
     if tokens and not (0 <= min(tokens) and max(tokens) < vocab_size):
         bad = next(t for t in tokens if not 0 <= t < vocab_size)
         raise HDError(
-            f"the {tier.tier.value} tier ({type(tier).__name__}) drafted token id {bad}, outside the model's "
+            f"the {tier.tier.name} tier ({type(tier).__name__}) drafted token id {bad}, outside the model's "
             f"vocabulary (0..{vocab_size - 1}): was its database built for another tokenizer?"
         )

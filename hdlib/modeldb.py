@@ -17,6 +17,7 @@ held-out split is reserved for evaluation and never used here), in file order.
 from __future__ import annotations
 
 import hashlib
+import importlib.metadata
 import json
 import time
 from collections.abc import Sequence
@@ -30,13 +31,13 @@ import torch
 from tqdm.auto import tqdm
 from transformers import GenerationConfig
 
-import hdlib
 from hdlib import sharegpt
 from hdlib.errors import HDError
 from hdlib.models import DEFAULT_MODEL, LoadedModel
 from hdlib.paths import cache_dir, data_dir
 from hdlib.store import read_db, write_db
 from hdlib.tiers.base import Tier
+from hdlib.trace import cut_at_end
 
 DEFAULT_N = 5
 DEFAULT_TOP_K = 100_000
@@ -182,11 +183,8 @@ def generate_answers(lm: LoadedModel, batch: Sequence[Sequence[int]], max_new_to
         out = lm.model.generate(
             input_ids=input_ids.to(lm.device), attention_mask=mask.to(lm.device), generation_config=config
         )
-    answers = []
-    for row in out[:, width:].tolist():  # (B, new)
-        end = next((i for i, token in enumerate(row) if token in lm.eos_token_ids), len(row))
-        answers.append(row[:end])
-    return answers
+    answers = [cut_at_end(row, lm.eos_token_ids) for row in out[:, width:].tolist()]  # (B, new)
+    return [a[:-1] if a and a[-1] in lm.eos_token_ids else a for a in answers]
 
 
 # --- the build ---------------------------------------------------------------------------------
@@ -290,7 +288,7 @@ def build_model_db(
     all_ngrams, all_counts = count_ngrams(answers, n)
     kept_ngrams, kept_counts = all_ngrams[:top_k], all_counts[:top_k]
     meta = {
-        "tier": Tier.MODEL.value,
+        "tier": Tier.MODEL.name,
         "model": lm.name,
         "tokenizer": lm.fingerprint,
         "n": n,
@@ -322,7 +320,7 @@ def build_model_db(
             "dtype": str(lm.model.dtype),
             "cpu_threads": sorted(threads),  # of the generation, every shard's run
             "torch": torch.__version__,
-            "hdlib": hdlib.__version__,
+            "hdlib": importlib.metadata.version("hdlib"),
             "work_key": key,
         },
     }

@@ -28,6 +28,7 @@ from hdlib.cpu import DEFAULT_PREPACK, PREPACK_CHOICES
 from hdlib.cpu import prepack as prepack_linears
 from hdlib.errors import HDError
 from hdlib.paths import cache_dir
+from hdlib.tiers.base import DraftTier, Tier
 
 DEFAULT_MODEL = "smollm2-135m"
 
@@ -71,7 +72,7 @@ class LoadedModel:
     context_length: int  # positions the model was trained for (config.max_position_embeddings)
     fingerprint: str  # see `tokenizer_fingerprint`
     # The offline tiers opened for this model (hdlib.databases.load_tier), so each file is read once.
-    databases: dict = field(default_factory=dict, repr=False)
+    databases: dict[Tier, DraftTier] = field(default_factory=dict, repr=False)
 
     def encode_prompt(self, prompt: str | list[dict[str, str]], chat: bool = True) -> list[int]:
         """Token ids of a prompt: through the chat template (ending in the assistant's turn) when the

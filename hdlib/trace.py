@@ -1,19 +1,20 @@
 """What a generation leaves behind: one typed record per step, and the result that sums them up.
 
 A `Step` says which drafts were proposed (the trie, each node with its tier), which path the model
-accepted, which tier each accepted token came from (the bonus token is `Tier.TARGET`), and where the
-time went. A `Generation` holds the steps with the text and the numbers people quote: mean accepted
+accepted, which tier each accepted token came from (the model's own token at the end is `BONUS`),
+and where the time went. A `Generation` holds the steps with the text and the numbers people quote: mean accepted
 tokens per step (MAT), tokens per second, tokens per tier, the engine's share of the step time.
 """
 
 from __future__ import annotations
 
-import html
 from collections import Counter
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 
-from hdlib.tiers.base import Tier
+from hdlib import presentation
+from hdlib.tiers.base import BONUS, Tier
 from hdlib.tree import DraftTree
 
 
@@ -53,7 +54,7 @@ class Step:
 
     @property
     def n_accepted_drafts(self) -> int:
-        return sum(t is not Tier.TARGET for t in self.tiers)
+        return sum(t != BONUS for t in self.tiers)
 
 
 class StopReason(str, Enum):
@@ -75,13 +76,17 @@ class StopReason(str, Enum):
 
 STOP_REASONS = tuple(reason.value for reason in StopReason)
 
-# One colour per origin, shared by every view (colour-blind safe: Okabe-Ito).
-TIER_COLORS = {
-    Tier.CONTEXT: "#009E73",
-    Tier.MODEL: "#0072B2",
-    Tier.STATISTICS: "#CC79A7",
-    Tier.TARGET: "#555555",
-}
+
+def cut_at_end(tokens: Sequence[int], eos: Collection[int]) -> list[int]:
+    """`tokens` up to and including the first end token: what a generation keeps."""
+    end = next((i for i, token in enumerate(tokens) if token in eos), len(tokens) - 1)
+    return list(tokens[: end + 1])
+
+
+def stop_reason(tokens: Sequence[int], eos: Collection[int], max_new_tokens: int) -> StopReason:
+    if tokens and tokens[-1] in eos:
+        return StopReason.EOS
+    return StopReason.MAX_NEW_TOKENS if len(tokens) >= max_new_tokens else StopReason.CONTEXT_LENGTH
 
 
 @dataclass
@@ -109,8 +114,13 @@ class Generation:
 
     @property
     def tier_counts(self) -> Counter[Tier]:
-        """Emitted tokens per tier; the bonus tokens are counted under Tier.TARGET."""
+        """Emitted tokens per tier; the bonus tokens are counted under `BONUS`."""
         return Counter(t for s in self.steps for t in s.tiers)
+
+    def legend(self) -> list[tuple[Tier, int]]:
+        """(tier, emitted tokens) for the generation's tiers in order, then the bonus token."""
+        counts = self.tier_counts
+        return [(t, counts.get(t, 0)) for t in [*self.tier_order, BONUS]]
 
     @property
     def step_time(self) -> StepTimes:
@@ -130,14 +140,13 @@ class Generation:
         return StopReason(self.stop_reason).message
 
     def summary(self) -> dict[str, object]:
-        counts = self.tier_counts
         return {
             "new_tokens": len(self.tokens),
             "steps": len(self.steps),
             "mat": round(self.mat, 3),
             "tokens_per_s": round(self.tokens_per_s, 2),
             "overhead_frac": round(self.overhead_frac, 4),
-            "tiers": {t.value: counts.get(t, 0) for t in [*self.tier_order, Tier.TARGET]},
+            "tiers": {t.name: n for t, n in self.legend()},
             "stop_reason": StopReason(self.stop_reason).value,
             **({"temperature": self.temperature, "seed": self.seed} if self.temperature > 0 else {}),
         }
@@ -149,17 +158,7 @@ class Generation:
     def _repr_html_(self) -> str:
         """The answer with each token coloured by the tier it came from, and the summary below."""
         pieces = self.pieces or [f"[{t}]" for t in self.tokens]
-        spans = "".join(
-            f'<span style="color:{TIER_COLORS[tier]}" title="{tier.value}">{html.escape(piece)}</span>'
-            for piece, tier in zip(pieces, self.token_tiers)
-        )
-        legend = " ".join(
-            f'<span style="color:{TIER_COLORS[t]}">&#9632; {t.value}</span>' for t in [*self.tier_order, Tier.TARGET]
-        )
-        rows = "".join(
-            f"<tr><td>{html.escape(k)}</td><td>{html.escape(str(v))}</td></tr>" for k, v in self.summary().items()
-        )
         return (
-            f'<div style="white-space:pre-wrap;font-family:monospace">{spans}</div>'
-            f"<div>{legend}</div><table>{rows}</table>"
+            f'<div style="white-space:pre-wrap;font-family:monospace">{presentation.tokens_html(pieces, self.token_tiers)}</div>'
+            f"<div>{presentation.legend_html(self.legend())}</div>{presentation.table_html(self.summary())}"
         )

@@ -37,19 +37,18 @@ from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from hdlib.errors import HDError
+from hdlib.paths import cache_dir
 from hdlib.store import write_text_atomic
 from hdlib.tiers.base import ModelGuesses
 from hdlib.tiers.recycling import Successors
 from hdlib.tree import DraftTree
 
-if TYPE_CHECKING:
-    from hdlib.budget import ForwardProfile
-    from hdlib.trace import Step
+from hdlib.budget import ForwardProfile
+from hdlib.trace import Step
 
 CANDIDATES = 16  # draft tokens each tier may propose per step, before the ranking keeps the best
 DEFAULT_PRIOR = 0.3  # acceptance of a kind never seen, on any model: optimistic enough to be tried
@@ -71,7 +70,7 @@ def node_kinds(tree: DraftTree, node: int, model_opinion: float = -1.0) -> tuple
     time the model saw that token (0: not among its top guesses; -1: never seen).
     """
     tier = tree.tiers[node]
-    name = tier.value if tier is not None else ""
+    name = tier.name if tier is not None else ""
     coarse = (name, tree.sources[node], band(tree.confidences[node]), band(model_opinion))
     agreed = (*coarse, min(tree.agreement(node), 2))
     deep = (*agreed, min(tree.depths[node], 6))
@@ -280,9 +279,11 @@ class AcceptancePrior:
             self._data = {}  # none yet, or damaged: start from the default
 
     @classmethod
-    def for_model(cls, folder: Path, key: str) -> AcceptancePrior:
+    def for_model(cls, key: str, folder: Path | None = None) -> AcceptancePrior:
+        """The prior kept for the model and device `key` names (a forward profile's key), in `folder`
+        (default: hdlib's cache)."""
         name = hashlib.sha256(key.encode()).hexdigest()[:16]
-        return cls(folder / f"{name}.json")
+        return cls((folder or cache_dir() / "acceptance") / f"{name}.json")
 
     def rates(self) -> dict[str, tuple[float, float]]:
         """(rate, observations) per kind."""

@@ -19,19 +19,26 @@ transformers versions. The cache argument of a model's forward was `past_key_val
 is `cache` from 5.24 on (the old name deprecated); a model given a keyword it does not know ignores it
 and runs without the cache. So the keyword is read from the model's own signature (`cache_keyword`),
 and every pass checks that the cache grew by exactly the tokens it was given.
+
+`Verifier` holds one generation's model side (its cache, mask layout and acceptance rule) and is
+the one place that waits for the device: the decoding loop and the forward-time measurement
+(`hdlib.profile`) both time passes through it.
 """
 
 from __future__ import annotations
 
 import functools
 import inspect
+import time
 from dataclasses import dataclass
+from itertools import pairwise
 
 import torch
 from transformers import DynamicCache, PreTrainedModel
 
 from hdlib.errors import HDError
-from hdlib.tree import TreeBuffers
+from hdlib.sampling import Sampler
+from hdlib.tree import DraftTree, TreeBuffers, tree_buffers
 
 
 @dataclass(frozen=True)
@@ -189,3 +196,85 @@ def compact_cache(cache: DynamicCache, past_len: int, keep: list[int]) -> None:
             layer.values[:, :, past_len:end] = layer.values.index_select(2, idx)
         layer.keys = layer.keys[:, :, :end]
         layer.values = layer.values[:, :, :end]
+
+
+def synchronize(device: torch.device) -> None:
+    """Wait for the device to finish what was queued (CUDA runs asynchronously), so a clock read
+    afterwards times the work; nothing to wait for on the CPU."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def top_guesses(logits: torch.Tensor, k: int) -> tuple[list[list[int]], list[list[float]]]:
+    """The `k` most likely tokens after each row of (N, V) `logits`, with their probabilities."""
+    best = logits.topk(k, dim=-1)
+    probs = (best.values - logits.logsumexp(dim=-1, keepdim=True)).exp()
+    return best.indices.tolist(), probs.tolist()
+
+
+@dataclass(frozen=True)
+class Verified:
+    """What one verification pass decided, and the seconds of its phases."""
+
+    path: list[int]  # accepted node indices, root first
+    bonus: int  # the model's own token after the last of them
+    tree_s: float  # the tree's tensors and masks
+    forward_s: float  # the forward pass, the device waited for
+    accept_s: float  # choosing the path (and the model's top guesses, when asked for)
+    compact_s: float  # dropping the rejected branches from the cache
+    # The model's most likely tokens after each node, with their probabilities; None unless asked for.
+    top: tuple[list[list[int]], list[list[float]]] | None = None
+
+
+class Verifier:
+    """The model side of one generation: the KV cache, forward passes over draft trees, acceptance
+    (greedy, or `sampler`'s rule), cache compaction. Every timed pass waits for the device."""
+
+    def __init__(self, model: PreTrainedModel, sampler: Sampler | None = None) -> None:
+        self.model = model
+        self.vocab_size = vocabulary_size(model)
+        self.device = model.device
+        self.layout = AttentionLayout.of(model)
+        self.cache = new_cache()
+        self.sampler = sampler
+
+    def sync(self) -> None:
+        synchronize(self.device)
+
+    @torch.inference_mode()
+    def prefill(self, tokens: list[int]) -> None:
+        prefill(self.model, tokens, self.cache)
+
+    @torch.inference_mode()
+    def logits(self, tree: DraftTree, past_len: int) -> tuple[TreeBuffers, torch.Tensor]:
+        """One pass over `tree` after `past_len` cached tokens: its buffers and (N, V) logits. The
+        cache then holds the whole tree: `compact` keeps what was accepted."""
+        buffers = tree_buffers(tree, past_len, self.device)
+        return buffers, tree_logits(self.model, self.layout, buffers, self.cache, past_len)
+
+    def compact(self, past_len: int, keep: list[int]) -> None:
+        compact_cache(self.cache, past_len, keep)
+
+    @torch.inference_mode()
+    def step(self, tree: DraftTree, past_len: int, successors: int = 0) -> Verified:
+        """Verify `tree`: the accepted path, the bonus token, and (when `successors` > 0) the model's
+        that many most likely tokens after each node."""
+        marks = [time.perf_counter()]
+        buffers = tree_buffers(tree, past_len, self.device)
+        marks.append(time.perf_counter())
+        logits = tree_logits(self.model, self.layout, buffers, self.cache, past_len)
+        if self.sampler is None:
+            predictions = logits.argmax(dim=-1)
+            self.sync()
+            marks.append(time.perf_counter())
+            path, bonus = greedy_accept(buffers.input_ids, buffers.retrieve_indices, predictions)
+        else:
+            self.sync()
+            marks.append(time.perf_counter())
+            path, bonus = self.sampler.accept(tree, logits)
+        top = top_guesses(logits, successors) if successors else None  # engine time: counted with acceptance
+        marks.append(time.perf_counter())
+        self.compact(past_len, path)
+        marks.append(time.perf_counter())
+        tree_s, forward_s, accept_s, compact_s = (b - a for a, b in pairwise(marks))
+        return Verified(path, bonus, tree_s, forward_s, accept_s, compact_s, top)

@@ -17,6 +17,7 @@ import hdlib.models
 from hdlib.bench import (
     ALL_ORDERS,
     Answered,
+    BenchResults,
     Method,
     Tally,
     Turn,
@@ -29,8 +30,7 @@ from hdlib.benchlog import ResultsLog, raw_path, run_settings
 from hdlib.cli import main
 from hdlib.errors import HDError
 from hdlib.specbench import Question, load_questions, per_task
-from hdlib.tiers import Tier
-from hdlib.trace import TIER_COLORS
+from hdlib.tiers import BONUS, Tier
 
 METHODS = ["hf", "hf-pld", "hd:C"]
 METRIC_KEYS = {"speedup", "mat", "tokens_per_s", "draft_ms", "overhead_frac", "identical_frac", "tier_share"}
@@ -141,9 +141,9 @@ def test_a_fixed_budget_reaches_generate(lm, monkeypatch):
     assert set(steps) == {None, 0, 8}  # None: ar, whose empty drafter never drafts
     assert {k for k, _ in steps[0]} == {0} and sum(n for _, n in steps[0]) == 0
     assert {k for k, _ in steps[8]} == {8} and sum(n for _, n in steps[8]) > 0  # the model repeats itself
-    methods = r["methods"]
-    assert methods["hd:C@0"]["overall"]["mat"] == 1.0 and methods["hd:C@0"]["overall"]["tier_share"] == {"target": 1.0}
-    assert methods["hd:C@8"]["overall"]["identical_frac"] == 1.0 and methods["hd:C@8"]["overall"]["mat"] >= 1.0
+    methods = r.methods
+    assert methods["hd:C@0"].overall.mat == 1.0 and methods["hd:C@0"].overall.tier_share == {"bonus": 1.0}
+    assert methods["hd:C@8"].overall.identical_frac == 1.0 and methods["hd:C@8"].overall.mat >= 1.0
 
 
 def test_bad_lines_are_reported_with_their_number_and_skipped(tmp_path):
@@ -169,6 +169,8 @@ def test_bad_lines_are_reported_with_their_number_and_skipped(tmp_path):
 
 
 def test_results_have_the_specified_schema(results):
+    assert BenchResults.from_json(json.loads(json.dumps(results.to_json()))) == results  # typed, and back
+    results = results.to_json()
     assert set(results) == TOP_KEYS
     assert results["questions"] == 4 and results["temperature"] == 0.0 and results["max_new_tokens"] == 12
     assert list(results["methods"]) == ["ar", *METHODS]
@@ -182,13 +184,13 @@ def test_results_have_the_specified_schema(results):
 
 
 def test_lossless_methods_reproduce_ar_and_plain_methods_take_one_token_per_step(results):
-    methods = results["methods"]
+    methods = results.to_json()["methods"]
     for name in ["ar", *METHODS]:
         assert methods[name]["overall"]["identical_frac"] == 1.0, name
     assert methods["ar"]["overall"]["speedup"] == 1.0
     assert methods["ar"]["overall"]["mat"] == 1.0 and methods["hf"]["overall"]["mat"] == 1.0
     assert methods["hf-pld"]["overall"]["mat"] >= 1.0 and methods["hd:C"]["overall"]["mat"] >= 1.0
-    assert methods["ar"]["overall"]["tier_share"] == {"target": 1.0}
+    assert methods["ar"]["overall"]["tier_share"] == {"bonus": 1.0}
     assert methods["hf"]["overall"]["tier_share"] == {} and methods["hf"]["overall"]["draft_ms"] == 0.0
     assert sum(methods["hd:C"]["overall"]["tier_share"].values()) == pytest.approx(1.0)
     assert 0.0 < methods["hf"]["overall"]["overhead_frac"] < 1.0
@@ -196,19 +198,19 @@ def test_lossless_methods_reproduce_ar_and_plain_methods_take_one_token_per_step
 
 def test_metrics_follow_spec_bench():
     def turn(tokens, steps, wall, digest="a", tiers=None):
-        return Turn(tokens, steps, wall, 0.001, 0.5 * wall, wall, tiers or {"target": tokens}, digest)
+        return Turn(tokens, steps, wall, 0.001, 0.5 * wall, wall, tiers or {"bonus": tokens}, digest)
 
     base, fast = Tally(), Tally()
     base.add([turn(10, 10, 1.0)], [turn(10, 10, 1.0)])  # 10 tokens/s
     base.add([turn(30, 30, 1.0)], [turn(30, 30, 1.0)])  # 30 tokens/s
-    fast.add([turn(10, 4, 0.5, tiers={"context": 6, "target": 4})], [turn(10, 10, 1.0)])  # 20 tokens/s
-    fast.add([turn(30, 10, 1.0, digest="b", tiers={"target": 30})], [turn(30, 30, 1.0)])  # 30 tokens/s, different
+    fast.add([turn(10, 4, 0.5, tiers={"context": 6, "bonus": 4})], [turn(10, 10, 1.0)])  # 20 tokens/s
+    fast.add([turn(30, 10, 1.0, digest="b", tiers={"bonus": 30})], [turn(30, 30, 1.0)])  # 30 tokens/s, different
     m = fast.metrics(base)
-    assert m["speedup"] == pytest.approx(25 / 20)  # mean of per-question throughputs, then the ratio
-    assert m["mat"] == pytest.approx(40 / 14)  # over all steps
-    assert m["identical_frac"] == 0.5
-    assert m["tier_share"] == pytest.approx({"context": 6 / 40, "target": 34 / 40})
-    assert m["draft_ms"] == pytest.approx(1e3 * 0.002 / 14) and m["overhead_frac"] == pytest.approx(0.5)
+    assert m.speedup == pytest.approx(25 / 20)  # mean of per-question throughputs, then the ratio
+    assert m.mat == pytest.approx(40 / 14)  # over all steps
+    assert m.identical_frac == 0.5
+    assert m.tier_share == pytest.approx({"context": 6 / 40, "bonus": 34 / 40})
+    assert m.draft_ms == pytest.approx(1e3 * 0.002 / 14) and m.overhead_frac == pytest.approx(0.5)
 
 
 def test_sampled_runs_are_seeded(lm):
@@ -220,24 +222,46 @@ def test_sampled_runs_are_seeded(lm):
 
     for _ in range(2):
         r = run_benchmark(lm, questions, ["hf", "hd:C"], max_new_tokens=8, on_question=keep, temperature=1.5)
-        assert r["temperature"] == 1.5 and r["methods"]["hf"]["overall"]["mat"] == 1.0
+        assert r.temperature == 1.5 and r.methods["hf"].overall.mat == 1.0
     assert seen[0] == seen[1]  # the same seeds give the same samples, method by method
+
+
+def metrics(**given: object) -> dict:
+    neutral = {"speedup": 1.0, "mat": 1.0, "tokens_per_s": 1.0, "draft_ms": 0.0, "overhead_frac": 0.0}
+    return {**neutral, "identical_frac": 1.0, "tier_share": {}, **given}
+
+
+def synthetic(overall: dict[str, dict], **top: object) -> dict:
+    """The JSON of a results file whose methods have these overall metrics (the rest neutral)."""
+    head = {"model": "m", "device": "cpu", "temperature": 0.0, "max_new_tokens": 8, "questions": 1, **top}
+    return head | {"methods": {n: {"overall": metrics(**m), "tasks": {"qa": metrics(**m)}} for n, m in overall.items()}}
+
+
+def test_results_files_of_every_age_read_back():
+    old = synthetic({"ar": {"tier_share": {"target": 1.0}}, "hd": {"tier_share": {"context": 0.5, "target": 0.5}}})
+    old["date"] = "2026-11-30"  # what a script added
+    read = BenchResults.from_json(old)
+    assert read.dtype == "float32" and read.machine == {} and read.extra == {"date": "2026-11-30"}
+    assert read.methods["hd"].overall.tier_share == {"context": 0.5, "bonus": 0.5}  # the bonus token's old name
+    assert read.to_json()["date"] == "2026-11-30" and set(read.to_json()) == set(old) | {"dtype", "machine"}
+    turn = Turn.from_json({**Turn(3, 3, 0.1, 0.0, 0.01, 0.1, {}, "abc").to_json(), "tiers": {"target": 3}})
+    assert turn.tiers == {"bonus": 3}
 
 
 def test_fairness_line():
     def results(hf_speedup):
-        return {"methods": {"ar": {"overall": {"speedup": 1.0}}, "hf": {"overall": {"speedup": hf_speedup}}}}
+        return synthetic({"ar": {"speedup": 1.0}, "hf": {"speedup": hf_speedup}})
 
     assert fairness_line(results(0.8)) == "ar vs hf: ar is 25.0 % faster than hf overall"
     assert "slower" in fairness_line(results(1.02)) and "WARNING" not in fairness_line(results(1.02))
     assert "WARNING" in fairness_line(results(1.10))
-    assert "not measured" in fairness_line({"methods": {"ar": {"overall": {"speedup": 1.0}}}})
+    assert "not measured" in fairness_line(synthetic({"ar": {"speedup": 1.0}}))
 
 
 def test_identical_line_tells_a_bug_from_half_precision():
     def results(hd: float, hf: float = 1.0, dtype: str | None = None, temperature: float = 0.0) -> dict:
         shares = {"ar": 1.0, "hf": hf, "hd": hd}
-        out = {"temperature": temperature, "methods": {n: {"overall": {"identical_frac": f}} for n, f in shares.items()}}
+        out = synthetic({n: {"identical_frac": f} for n, f in shares.items()}, temperature=temperature)
         return out | ({"dtype": dtype} if dtype else {})
 
     assert identical_line(results(1.0)) == "identical to ar: every method on 100 % of questions"
@@ -257,26 +281,24 @@ def test_figures(results):
     assert [t.name for t in speedup.data] == METHODS  # ar is the dashed line at 1
     assert list(speedup.data[0].x) == ["mt_bench", "translation", "rag", "overall"]
     shares = {t.name: t for t in figures["tier_share"].data}
-    assert shares["context"].marker.color == TIER_COLORS[Tier.CONTEXT]
-    assert list(shares["target"].x) == ["ar", "hd:C"]  # transformers' methods have no tiers
+    assert shares["context"].marker.color == Tier.CONTEXT.color
+    assert list(shares["bonus"].x) == ["ar", "hd:C"]  # transformers' methods have no tiers
+    assert list(shares) == ["context", "bonus"] and shares["bonus"].marker.color == BONUS.color
 
-    synthetic = {
-        "methods": {
-            n: {"overall": {"speedup": s, "mat": 1.5}}
-            for n, s in [("ar", 1.0), ("hd:M", 1.2), ("hd:CM", 1.6), ("hf", 1.0), ("hd:SC", 1.4)]
-        }
-    }
-    assert order_methods(synthetic) == ["hd:CM", "hd:SC", "hd:M"]
-    bars = order_ablation_figure(synthetic).data[0]
+    orders = synthetic(
+        {n: {"speedup": s, "mat": 1.5} for n, s in [("ar", 1.0), ("hd:M", 1.2), ("hd:CM", 1.6), ("hf", 1.0), ("hd:SC", 1.4)]}
+    )
+    assert order_methods(orders) == ["hd:CM", "hd:SC", "hd:M"]
+    bars = order_ablation_figure(orders).data[0]
     assert list(bars.y) == ["hd:M", "hd:SC", "hd:CM"]  # drawn bottom up: the fastest on top
-    assert bars.marker.color[0] == TIER_COLORS[Tier.MODEL] and bars.marker.color[1] == TIER_COLORS[Tier.STATISTICS]
+    assert bars.marker.color[0] == Tier.MODEL.color and bars.marker.color[1] == Tier.STATISTICS.color
 
     speedups = [("ar", 1.0), ("hd:SC@16", 1.1), ("hd:M@16", 1.3)]
-    fixed = {"methods": {n: {"overall": {"speedup": s, "mat": 3.0}} for n, s in speedups}}
+    fixed = synthetic({n: {"speedup": s, "mat": 3.0} for n, s in speedups})
     assert order_methods(fixed) == ["hd:M@16", "hd:SC@16"] and order_of("hd:SC@16") == "SC" == order_of("hd:SC")
     bars = order_ablation_figure(fixed).data[0]
     assert list(bars.y) == ["hd:SC@16", "hd:M@16"]  # labelled by the full name, coloured by the first tier
-    assert list(bars.marker.color) == [TIER_COLORS[Tier.STATISTICS], TIER_COLORS[Tier.MODEL]]
+    assert list(bars.marker.color) == [Tier.STATISTICS.color, Tier.MODEL.color]
 
 
 def bench_argv(folder, questions, out, *extra):
@@ -350,7 +372,7 @@ def test_an_interrupted_run_resumes_where_it_stopped(capsys, folder, tmp_path, m
 def test_resume_refuses_other_settings_and_drops_a_cut_line(tmp_path):
     questions = [Question(1, "qa", ("a",)), Question(2, "qa", ("b",))]
     settings = run_settings("m", "cpu", 0.0, 8, ["ar", "hf"], questions)
-    turn = Turn(3, 3, 0.1, 0.0, 0.01, 0.1, {"target": 3}, "abc")
+    turn = Turn(3, 3, 0.1, 0.0, 0.01, 0.1, {"bonus": 3}, "abc")
     path = tmp_path / "r.raw.jsonl"
     log = ResultsLog(path, settings, resume=False)
     log.append(Answered(1, "qa", {"ar": [turn], "hf": [turn]}))

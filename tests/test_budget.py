@@ -6,7 +6,7 @@ import pytest
 
 from hdlib.budget import AdaptiveBudget, FixedBudget, ForwardProfile
 from hdlib.errors import HDError
-from hdlib.tiers.base import Tier
+from hdlib.tiers.base import BONUS, Tier
 from hdlib.trace import Step, StepTimes
 from hdlib.tree import DraftTree
 
@@ -18,7 +18,7 @@ def step(budget: int, drafted: int, accepted: int) -> Step:
     """A step whose tree is one chain of `drafted` tokens, the first `accepted` of them right."""
     tree = DraftTree(root=0)
     tree.add(list(range(1, drafted + 1)), Tier.CONTEXT, drafted, drafted)
-    return Step(0, 10, budget, tree, tuple(range(accepted + 1)), (0,) * (accepted + 1), (Tier.TARGET,), StepTimes(0, 0, 0, 0, 0))
+    return Step(0, 10, budget, tree, tuple(range(accepted + 1)), (0,) * (accepted + 1), (BONUS,), StepTimes(0, 0, 0, 0, 0))
 
 
 def drive(policy: AdaptiveBudget, drafted: int, accepted: int, steps: int = 40) -> list[int]:

@@ -19,7 +19,7 @@ from hdlib.budget import AdaptiveBudget, FixedBudget, ForwardProfile, flat_profi
 from hdlib.decoding import DecodeSettings, run
 from hdlib.drafter import Drafter
 from hdlib.errors import HDError
-from hdlib.tiers import ContextSettings, ContextTier, Tier
+from hdlib.tiers import BONUS, ContextSettings, ContextTier, Tier
 from hdlib.value import ValueTree
 
 MODELS = {"llama": tiny_llama, "gemma3": tiny_gemma3}
@@ -67,7 +67,7 @@ def test_hd_equals_plain_greedy(name, prompt, order, budget, keys, draft_len, ma
     assert got.tokens == want
     # Provenance: every emitted token carries the tier of the node it came from; the last is the model's.
     for step in got.steps:
-        assert step.tiers[-1] is Tier.TARGET
+        assert step.tiers[-1] is BONUS
         assert list(step.tiers[:-1]) == [step.tree.tiers[n] for n in step.accepted_nodes[1 : len(step.tiers)]]
         assert step.tree.n_drafted <= budget
     # The record adds up: every step emits its accepted drafts and one token of the model's own.

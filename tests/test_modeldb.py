@@ -102,7 +102,7 @@ def test_model_tier_matches_brute_force(n, data, context, budget, per_key, keys)
     s = ModelSettings(max_key=max_key, min_key=max(1, max_key - keys[1]), per_key=per_key)
     tier = ModelTier(np.array(rows, dtype=np.int32).reshape(-1, n), np.array(counts, dtype=np.int32), s)
     want = brute_lookup(rows, counts, context, budget, s, n)
-    assert tier.explain(context, budget) == want
+    assert [(r.tokens, r.count) for r in tier.explain(context, budget)] == want
     drafts = tier.lookup(context, budget)
     assert drafts == [d for d, _ in want]
     assert sum(map(len, drafts)) <= budget
@@ -113,7 +113,8 @@ def test_longest_key_first_then_shorter_keys_extend_and_fill():
     ngrams = np.array([[1, 2, 3, 4, 5], [2, 3, 4, 5, 6], [2, 3, 4, 7, 7], [3, 4, 8, 8, 8], [9, 9, 9, 9, 9]])
     tier = ModelTier(ngrams, np.array([3, 2, 9, 1, 50]))
     # key (1 2 3 4) -> 5; key (2 3 4) -> 7 7 (9 answers), then 5 6 extends 5; key (3 4) -> 8 8 8.
-    assert tier.explain([0, 1, 2, 3, 4], budget=10) == [((5, 6), 2), ((7, 7), 9), ((8, 8, 8), 1)]
+    explained = tier.explain([0, 1, 2, 3, 4], budget=10)
+    assert [(r.tokens, r.count, r.key_length) for r in explained] == [((5, 6), 2, 3), ((7, 7), 9, 3), ((8, 8, 8), 1, 2)]
     assert tier.lookup([0, 1, 2, 3, 4], budget=3) == [(5,), (7, 7)]  # full before 5 6 could extend 5
     assert tier.lookup([0, 1, 2, 3, 4], budget=0) == []
     assert tier.lookup([6], budget=10) == []
@@ -151,7 +152,7 @@ def test_round_trip_through_a_file(tmp_path):
     tier = ModelTier.from_file(path, "f" * 16, ModelSettings(min_key=1))
     assert tier.n == 3 and tier.meta["model"] == "tiny" and tier.size == 5
     # key (2 3) -> 4 (3 answers); key (3) -> 4 5 (2) extends it, 4 7 (1) is another branch.
-    assert tier.explain([9, 2, 3], 10) == [((4, 5), 2), ((4, 7), 1)]
+    assert [(r.tokens, r.count) for r in tier.explain([9, 2, 3], 10)] == [((4, 5), 2), ((4, 7), 1)]
     _, arrays = read_db(path)
     in_memory = ModelTier(arrays["ngrams"], arrays["doc_freq"], ModelSettings(min_key=1))
     for context in ([1], [1, 2], [3, 4], [7], [4, 5, 6]):

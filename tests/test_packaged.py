@@ -78,7 +78,7 @@ def test_the_default_tiers_work_for_gemma3_which_has_no_model_database(capsys):
     plain = generate(gemma, PROMPTS[4], (), max_new_tokens=48)
     hd = generate(gemma, PROMPTS[4], max_new_tokens=48)
     assert hd.tokens == plain.tokens
-    assert {t.value for t in hd.tier_order} == {"context", "model", "statistics"}
+    assert {t.name for t in hd.tier_order} == {"context", "model", "statistics"}
     assert built or "no model database for 'gemma3-270m'" in capsys.readouterr().err
     recycled = [n for s in hd.steps for n in range(1, len(s.tree)) if s.tree.sources[n] == "recycled"]
     assert recycled  # the model tier drafted what the model itself predicted
@@ -90,4 +90,4 @@ def test_hd_with_all_three_tiers_equals_plain_on_the_packaged_model(lm, i):
     plain = generate(lm, PROMPTS[i], (), max_new_tokens=96)
     hd = generate(lm, PROMPTS[i], max_new_tokens=96, budget=16)
     assert hd.tokens == plain.tokens
-    assert {t.value for t in hd.tier_order} == {"context", "model", "statistics"}
+    assert {t.name for t in hd.tier_order} == {"context", "model", "statistics"}

@@ -28,7 +28,7 @@ from hdlib.decoding import DecodeSettings, run
 from hdlib.drafter import Drafter
 from hdlib.errors import HDError
 from hdlib.sampling import Warp
-from hdlib.tiers import ContextTier, Tier
+from hdlib.tiers import BONUS, ContextTier, Tier
 from hdlib.tiers.base import Draft, DraftTier
 from hdlib.value import ValueTree
 
@@ -204,7 +204,7 @@ def sample_answers(
         policy = ValueTree(flat_profile(), candidates=8) if budget == "value" else FixedBudget(budget)
         got = run(model, PROMPT, drafter, settings, () if eos is None else (eos,), policy)
         counts[tuple(got.tokens)] += 1
-        accepted_drafts += sum(t is not Tier.TARGET for t in got.token_tiers)
+        accepted_drafts += sum(t is not BONUS for t in got.token_tiers)
     if tiers and budget:
         assert accepted_drafts > n / 4  # the drafts were used: the test exercised acceptance
     return counts
@@ -289,7 +289,7 @@ def test_temperature_zero_stays_greedy_whatever_top_p_and_top_k_say():
 def test_sampled_tokens_carry_the_tier_of_their_node():
     got = run(small_model(), PROMPT, Drafter([LikelyTier(Warp(1.0))]), DecodeSettings(N_NEW, 1.0, seed=3), (), FixedBudget(8))
     for step in got.steps:
-        assert step.tiers[-1] is Tier.TARGET
+        assert step.tiers[-1] is BONUS
         drafted = [step.tree.tokens[n] for n in step.accepted_nodes[1:]]
         assert list(step.tokens[: len(drafted)]) == drafted[: len(step.tokens)]
         assert all(t is Tier.MODEL for t in step.tiers[:-1])

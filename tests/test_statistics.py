@@ -23,13 +23,8 @@ from hdlib.errors import HDError
 from hdlib.models import tokenizer_fingerprint
 from hdlib.store import read_db, read_meta
 from hdlib.suffix import SEPARATOR, SuffixIndex, build_suffix_array, count_prefixes, join_documents
-from hdlib.tiers.statistics import (
-    StatisticsSettings,
-    StatisticsTier,
-    build_statistics_db,
-    default_statistics_path,
-    ensure_statistics_db,
-)
+from hdlib.statsdb import build_statistics_db, default_statistics_path, ensure_statistics_db
+from hdlib.tiers.statistics import StatisticsSettings, StatisticsTier
 
 documents = st.lists(st.lists(st.integers(0, 3), max_size=12), min_size=1, max_size=5)
 
@@ -146,7 +141,7 @@ def brute_force(docs, context, budget, s: StatisticsSettings):
 def test_lookup_matches_brute_force_counting(docs, context, budget, max_key, draft_len, min_count, fill):
     s = StatisticsSettings(max_key=max_key, draft_len=draft_len, min_count=min_count, sample=10_000, fill=fill)
     tier = StatisticsTier.from_documents(docs, s)
-    got = tier.explain(context, budget)
+    got = tier.search(context, budget)
     matches, drafts = brute_force(docs, context, budget, s)
     assert [(m.key, m.occurrences) for m in got.matches] == matches
     assert got.drafts == drafts and all(m.exact for m in got.matches)
@@ -167,31 +162,31 @@ def test_lookup_matches_brute_force_counting(docs, context, budget, max_key, dra
 def test_the_longest_suffix_comes_first_and_shorter_ones_fill_the_budget():
     docs = [[1, 2, 3, 7]] + [[2, 3, 5]] * 5
     only = StatisticsTier.from_documents(docs, StatisticsSettings(fill=False))
-    got = only.explain([9, 1, 2, 3], budget=4)
+    got = only.search([9, 1, 2, 3], budget=4)
     assert got.key == (1, 2, 3) and got.drafts == [((7,), 1, 3)]
-    filled = StatisticsTier.from_documents(docs).explain([9, 1, 2, 3], budget=4)
+    filled = StatisticsTier.from_documents(docs).search([9, 1, 2, 3], budget=4)
     assert filled.drafts == [((7,), 1, 3), ((5,), 5, 2)] and [m.key for m in filled.matches] == [(1, 2, 3), (2, 3)]
     assert filled.key_length == 3 and "after 2" in filled.format()
     # With min_count 2 the single occurrence of (1, 2, 3) is no statistic: (2, 3) comes first.
     strict = StatisticsTier.from_documents(docs, StatisticsSettings(min_count=2))
-    assert strict.explain([9, 1, 2, 3], budget=4).drafts == [((5,), 5, 2)]
+    assert strict.search([9, 1, 2, 3], budget=4).drafts == [((5,), 5, 2)]
 
 
 def test_drafts_form_a_trie_of_the_most_frequent_continuations():
     docs = [[0, 1, 2, 3]] * 6 + [[0, 1, 2, 4]] * 3 + [[0, 5, 6]] * 2
     tier = StatisticsTier.from_documents(docs)
-    got = tier.explain([0], budget=5)
+    got = tier.search([0], budget=5)
     # Nodes by count: (1) 9, (1,2) 9, (1,2,3) 6, (1,2,4) 3, (5) 2: the leaves, most frequent first.
     assert got.drafts == [((1, 2, 3), 6, 1), ((1, 2, 4), 3, 1), ((5,), 2, 1)]
     assert tier.lookup([0], budget=3) == [(1, 2, 3)]
     assert tier.lookup([0], budget=0) == [] and tier.lookup([8], budget=5) == []
-    assert tier.explain([8], 5).format() == "no suffix of the context is continued in the corpus"
+    assert tier.search([8], 5).format() == "no suffix of the context is continued in the corpus"
 
 
 def test_sampled_counts_are_scaled_estimates():
     docs = [[0, 1]] * 300 + [[0, 2]] * 100
     tier = StatisticsTier.from_documents(docs, StatisticsSettings(sample=40))
-    got = tier.explain([0], budget=2)
+    got = tier.search([0], budget=2)
     assert not got.matches[0].exact and got.matches[0].read == 40 and got.matches[0].occurrences == 400
     assert got.drafts == [((1,), 300, 1), ((2,), 100, 1)]
     assert "estimated from 40" in got.format()
@@ -248,7 +243,7 @@ def test_database_written_then_read_back_drafts_the_same(tmp_path, corpus_file):
     loaded = StatisticsTier.from_file(path, lm.fingerprint)
     fresh = StatisticsTier.from_documents(split_documents(arrays["tokens"]))
     for context in ([7], [9, 10], [5, 7, 8], tok("hello how", add_special_tokens=False)["input_ids"]):
-        assert loaded.explain(context, 8) == fresh.explain(context, 8)
+        assert loaded.search(context, 8) == fresh.search(context, 8)
     # "how are" -> "you <|im_end|>" twice (the template ends turns), "you world" once: no statistic.
     strict = StatisticsTier.from_file(path, lm.fingerprint, StatisticsSettings(min_count=2))
     assert strict.lookup(tok("how are", add_special_tokens=False)["input_ids"], 2) == [(11, 4)]
@@ -289,7 +284,7 @@ def test_the_default_path_is_per_tokenizer(monkeypatch, tmp_path):
 
 
 def test_ensure_builds_on_first_use_then_reuses_and_replaces_a_broken_file(monkeypatch, tmp_path, corpus_file):
-    import hdlib.tiers.statistics as module
+    import hdlib.statsdb as module
 
     monkeypatch.setenv("HDLIB_CACHE", str(tmp_path))
     lm, path, built = tiny_lm(), default_statistics_path(tiny_lm()), []
@@ -369,7 +364,7 @@ def test_the_default_database_drafts_fast_and_sensibly():
     ids = lm.tokenizer("Here is a Python function that returns the sum of a list of numbers", add_special_tokens=False)[
         "input_ids"
     ]
-    got = tier.explain(ids[:-3], budget=16)
+    got = tier.search(ids[:-3], budget=16)
     assert got.key_length >= 3 and got.drafts and got.drafts[0].count >= 2
     times = []
     for end in range(2, len(ids)):

@@ -10,7 +10,8 @@ from oracle import OracleTier
 from hdlib.drafter import Drafter
 from hdlib.errors import HDError
 from hdlib.ngram import NGramIndex
-from hdlib.tiers import ContextSettings, ContextTier, Tier, parse_tiers
+from hdlib.databases import parse_tiers
+from hdlib.tiers import ContextSettings, ContextTier, Tier
 from hdlib.tiers.context import SCAN
 
 

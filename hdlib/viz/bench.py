@@ -1,33 +1,46 @@
 """Figures of a benchmark's results, and the HTML report that holds them.
 
-Every figure function is pure: the results dict of `hdlib.bench.run_benchmark` (or the JSON that
-`hdlib bench --out` writes) in, a plotly `Figure` out. `write_html_report` puts them in one
+Every figure function is pure: the `BenchResults` of `hdlib.bench.run_benchmark` (or the JSON that
+`hdlib bench --out` writes, as `json.load` reads it) in, a plotly `Figure` out. `write_html_report` puts them in one
 self-contained HTML file, plotly.js inlined once, so it opens offline.
 """
 
 from __future__ import annotations
 
 import html
-from collections.abc import Mapping
 from pathlib import Path
 
 import plotly.graph_objects as go
 
-from hdlib.bench import fairness_line, split_budget
+from hdlib.bench import BenchResults, MethodResult, Results, fairness_line, split_budget
+from hdlib.databases import find_tier, known_tiers
 from hdlib.store import write_text_atomic
-from hdlib.tiers.base import Tier
-from hdlib.trace import TIER_COLORS
-from hdlib.viz.trace import TIERS
+from hdlib.tiers import BONUS, DEFAULT_TIERS, Tier
 
 BASELINE = "ar"
 # Okabe-Ito without the tier colours' greens/blues first, so methods stay apart from tiers.
 METHOD_COLORS = ("#E69F00", "#56B4E9", "#D55E00", "#000000", "#F0E442", "#009E73", "#0072B2", "#CC79A7", "#999999")
+UNKNOWN_TIER = "#999999"  # a tier the results name but this process does not know (not registered)
 
-Results = Mapping[str, object]
+
+def _methods(results: Results) -> dict[str, MethodResult]:
+    return BenchResults.of(results).methods
 
 
-def _methods(results: Results) -> Mapping[str, dict]:
-    return results["methods"]  # type: ignore[return-value]
+def tier_of(name: str) -> Tier | None:
+    """The tier a results file names (the bonus token included), if this process knows it."""
+    return BONUS if name == BONUS.name else find_tier(name)
+
+
+def tier_color(name: str) -> str:
+    tier = tier_of(name)
+    return tier.color if tier is not None else UNKNOWN_TIER
+
+
+def _tier_names(names: set[str]) -> list[str]:
+    """Tier names in the registry's order, unknown ones after them, the bonus token last."""
+    order = [t.name for t in known_tiers() if t.name in names]
+    return order + sorted(names - {*order, BONUS.name}) + ([BONUS.name] if BONUS.name in names else [])
 
 
 def _layout(fig: go.Figure, title: str, yaxis: str) -> go.Figure:
@@ -37,12 +50,11 @@ def _layout(fig: go.Figure, title: str, yaxis: str) -> go.Figure:
 
 def speedup_figure(results: Results) -> go.Figure:
     """Speedup against `ar` per task (and overall), one group of bars per task, one bar per method."""
-    methods = _methods(results)
-    tasks = list(next(iter(methods.values()))["tasks"])
-    x = [*tasks, "overall"]
+    r = BenchResults.of(results)
+    x = [*r.tasks, "overall"]
     fig = go.Figure()
-    for i, (name, m) in enumerate((n, m) for n, m in methods.items() if n != BASELINE):
-        y = [m["tasks"][t]["speedup"] for t in tasks] + [m["overall"]["speedup"]]
+    for i, (name, m) in enumerate((n, m) for n, m in r.methods.items() if n != BASELINE):
+        y = [m.tasks[t].speedup for t in r.tasks] + [m.overall.speedup]
         color = METHOD_COLORS[i % len(METHOD_COLORS)]
         fig.add_bar(
             name=name, x=x, y=y, marker_color=color, hovertemplate=f"{name}<br>%{{x}}: %{{y:.2f}}x<extra></extra>"
@@ -56,7 +68,7 @@ def mat_figure(results: Results) -> go.Figure:
     """Mean accepted tokens per step (bonus included) of each method, overall."""
     methods = _methods(results)
     names = list(methods)
-    mats = [methods[n]["overall"]["mat"] for n in names]
+    mats = [methods[n].overall.mat for n in names]
     fig = go.Figure(
         go.Bar(
             x=names,
@@ -72,25 +84,36 @@ def mat_figure(results: Results) -> go.Figure:
 
 
 def tier_share_figure(results: Results) -> go.Figure:
-    """Share of the emitted tokens by tier (bonus tokens as `target`), stacked, per hdlib method.
+    """Share of the emitted tokens by tier (the bonus token's too), stacked, per hdlib method; one
+    bar per tier the results name, in its colour.
 
     Transformers' methods do not say where a token came from and are left out.
     """
-    methods = {n: m for n, m in _methods(results).items() if m["overall"]["tier_share"]}
+    methods = {n: m for n, m in _methods(results).items() if m.overall.tier_share}
     names = list(methods)
+    asked = {t for n in names for t in _asked(n)}  # a tier that never got a token accepted shows, empty
     fig = go.Figure()
-    for tier in TIERS:  # bottom to top in the stacks
-        y = [methods[n]["overall"]["tier_share"].get(tier.value, 0.0) for n in names]
+    for tier in _tier_names(asked | {t for m in methods.values() for t in m.overall.tier_share}):  # bottom to top
+        y = [methods[n].overall.tier_share.get(tier, 0.0) for n in names]
         fig.add_bar(
-            name=tier.value,
+            name=tier,
             x=names,
             y=y,
-            marker_color=TIER_COLORS[tier],
-            hovertemplate=f"%{{x}}<br>{tier.value}: %{{y:.1%}}<extra></extra>",
+            marker_color=tier_color(tier),
+            hovertemplate=f"%{{x}}<br>{tier}: %{{y:.1%}}<extra></extra>",
         )
     fig = _layout(fig, "Where the emitted tokens came from, overall", "share of tokens")
     fig.update_layout(barmode="stack", legend_title_text="tier", yaxis_tickformat=".0%")
     return fig
+
+
+def _asked(method: str) -> list[str]:
+    """The names of the tiers an hd method asks, as far as this process knows their letters."""
+    base = split_budget(method)[0]
+    if base == "hd":
+        return [t.name for t in DEFAULT_TIERS]
+    found = (find_tier(letter) for letter in base[3:]) if base.startswith("hd:") else ()
+    return [t.name for t in found if t is not None]
 
 
 def order_of(name: str) -> str:
@@ -102,21 +125,21 @@ def order_methods(results: Results) -> list[str]:
     """The `hd:ORDER` methods of the results (`@N` or not), fastest first."""
     methods = _methods(results)
     named = [n for n in methods if n.startswith("hd:")]
-    return sorted(named, key=lambda n: -methods[n]["overall"]["speedup"])
+    return sorted(named, key=lambda n: -methods[n].overall.speedup)
 
 
 def order_ablation_figure(results: Results) -> go.Figure:
     """The tier orders (`hd:ORDER` methods) sorted by overall speedup, each bar in its first tier's colour."""
     methods = _methods(results)
     names = order_methods(results)[::-1]  # plotly draws horizontal bars bottom up: fastest on top
-    colors = [TIER_COLORS[Tier.parse(order_of(n)[0])] for n in names]
+    colors = [tier_color(order_of(n)[0]) for n in names]
     fig = go.Figure(
         go.Bar(
-            x=[methods[n]["overall"]["speedup"] for n in names],
+            x=[methods[n].overall.speedup for n in names],
             y=names,
             orientation="h",
             marker_color=colors,
-            text=[f"{methods[n]['overall']['speedup']:.2f}x, MAT {methods[n]['overall']['mat']:.2f}" for n in names],
+            text=[f"{methods[n].overall.speedup:.2f}x, MAT {methods[n].overall.mat:.2f}" for n in names],
             textposition="auto",
             hovertemplate="%{y}: %{x:.2f}x<extra></extra>",
         )
@@ -144,16 +167,16 @@ def _metrics_table(results: Results) -> str:
     head = ["method", "speedup", "MAT", "tokens/s", "draft ms/step", "overhead", "identical to ar", "tier share"]
     rows = []
     for name, m in _methods(results).items():
-        o = m["overall"]
-        shares = ", ".join(f"{t} {100 * s:.0f} %" for t, s in o["tier_share"].items()) or "-"
+        o = m.overall
+        shares = ", ".join(f"{t} {100 * s:.0f} %" for t, s in o.tier_share.items()) or "-"
         cells = [
             name,
-            f"{o['speedup']:.2f}x",
-            f"{o['mat']:.2f}",
-            f"{o['tokens_per_s']:.1f}",
-            f"{o['draft_ms']:.2f}",
-            f"{100 * o['overhead_frac']:.1f} %",
-            f"{100 * o['identical_frac']:.0f} %",
+            f"{o.speedup:.2f}x",
+            f"{o.mat:.2f}",
+            f"{o.tokens_per_s:.1f}",
+            f"{o.draft_ms:.2f}",
+            f"{100 * o.overhead_frac:.1f} %",
+            f"{100 * o.identical_frac:.0f} %",
             shares,
         ]
         rows.append("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in cells) + "</tr>")
@@ -163,14 +186,15 @@ def _metrics_table(results: Results) -> str:
 
 def report_html(results: Results, title: str = "hdlib bench") -> str:
     """The whole report as one HTML page: settings, overall metrics, fairness line, the figures."""
+    r = BenchResults.of(results)
     settings = (
-        f"model {results['model']} on {results['device']}{_cpu(results)}, temperature {results['temperature']:g}, "
-        f"at most {results['max_new_tokens']} new tokens, {results['questions']} questions"
+        f"model {r.model} on {r.device}{_cpu(r)}, temperature {r.temperature:g}, "
+        f"at most {r.max_new_tokens} new tokens, {r.questions} questions"
     )
     figures = []
-    for i, fig in enumerate(report_figures(results).values()):
+    for i, fig in enumerate(report_figures(r).values()):
         figures.append(fig.to_html(full_html=False, include_plotlyjs=(i == 0)))  # plotly.js once, inline
-    fairness = "<br>".join(html.escape(line) for line in fairness_line(results).splitlines())
+    fairness = "<br>".join(html.escape(line) for line in fairness_line(r).splitlines())
     style = (
         "body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}"
         "td,th{border:1px solid #ccc;padding:4px 8px;text-align:right}td:first-child{text-align:left}"
@@ -178,7 +202,7 @@ def report_html(results: Results, title: str = "hdlib bench") -> str:
     return (
         f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
         f"<style>{style}</style></head><body><h1>{html.escape(title)}</h1><p>{html.escape(settings)}</p>"
-        f"{_metrics_table(results)}<p>{fairness}</p>{''.join(figures)}</body></html>"
+        f"{_metrics_table(r)}<p>{fairness}</p>{''.join(figures)}</body></html>"
     )
 
 
@@ -187,9 +211,9 @@ def write_html_report(results: Results, path: str | Path, title: str = "hdlib be
     return write_text_atomic(path, report_html(results, title))
 
 
-def _cpu(results: Mapping[str, object]) -> str:
+def _cpu(results: BenchResults) -> str:
     """The CPU as ' (name, N threads)' where the results record it (results before 2026-12 do not)."""
-    machine = results.get("machine")
-    if not isinstance(machine, Mapping):
+    machine = results.machine
+    if not machine:
         return ""
     return f" ({machine.get('cpu', '?')}, {machine.get('threads', '?')} threads)"

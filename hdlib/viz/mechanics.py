@@ -16,7 +16,7 @@ import plotly.graph_objects as go
 import torch
 
 from hdlib.errors import HDError
-from hdlib.trace import TIER_COLORS, Generation, Step
+from hdlib.trace import Generation, Step
 from hdlib.tree import DraftTree, TreeBuffers, tree_buffers
 from hdlib.verifier import compact_cache, tree_attention_mask
 from hdlib.viz.trace import ROOT_COLOR, TokenLabel, bracket_label, show, tier_name
@@ -34,7 +34,8 @@ def _node_labels(tree: DraftTree, label: TokenLabel) -> list[str]:
     """Tick labels: node number and token text, coloured by tier (plotly ticks take <span> colours)."""
     out = []
     for i, token in enumerate(tree.tokens):
-        color = ROOT_COLOR if tree.tiers[i] is None else TIER_COLORS[tree.tiers[i]]
+        tier = tree.tiers[i]
+        color = ROOT_COLOR if tier is None else tier.color
         out.append(f'<span style="color:{color}">{i} {show(label(token))}</span>')
     return out
 

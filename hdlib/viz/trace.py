@@ -1,8 +1,9 @@
 """Figures of one generation: the answer coloured by tier, the draft tree of a step, tiers per step.
 
-Every function is pure: a `Generation` or `Step` in, a plotly `Figure` out. Each figure has a fixed
-set of traces (one per tier, empty when the tier is absent), so a widget can copy a new figure into
-its `FigureWidget` trace by trace (`sync_figure`) instead of rebuilding it.
+Every function is pure: a `Generation` or `Step` in, a plotly `Figure` out. Each figure has one
+trace per tier of the generation (`figure_tiers`: its tiers in order, then the bonus token; empty
+when a tier drafted nothing), each in the tier's own colour, so a widget can copy a new figure of
+the same generation into its `FigureWidget` trace by trace (`sync_figure`) instead of rebuilding it.
 
 Token text: `Generation.pieces` when the generation came from `hdlib.generate`; else `label(id)`
 when a labeller is given (e.g. `token_labeller(lm)`); else the id in brackets.
@@ -13,20 +14,16 @@ from __future__ import annotations
 import html
 from collections.abc import Callable, Mapping, Sequence
 from functools import lru_cache
-from typing import TYPE_CHECKING
 
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from hdlib.tiers.base import Tier
-from hdlib.trace import TIER_COLORS, Generation, Step
+from hdlib.models import LoadedModel
+from hdlib.tiers.base import BONUS, Tier
+from hdlib.trace import Generation, Step
 from hdlib.tree import DraftTree
 
-if TYPE_CHECKING:
-    from hdlib.models import LoadedModel
-
 TokenLabel = Callable[[int], str]
-TIERS = (Tier.CONTEXT, Tier.MODEL, Tier.STATISTICS, Tier.TARGET)  # the trace order of every figure
 ROOT_COLOR = "#000000"
 ACCEPTED_COLOR = "#E69F00"  # Okabe-Ito orange: the accepted path, apart from every tier colour
 RUN_COLORS = ("#000000", "#E69F00", "#56B4E9", "#D55E00", "#F0E442")
@@ -43,7 +40,13 @@ def token_labeller(lm: LoadedModel) -> TokenLabel:
 
 
 def tier_name(tier: Tier | None) -> str:
-    return "root" if tier is None else ("model's own (bonus)" if tier is Tier.TARGET else tier.value)
+    return "root" if tier is None else tier.name
+
+
+def figure_tiers(gen: Generation) -> list[Tier]:
+    """The trace order of a generation's figures: its tiers in the order asked, then the bonus token."""
+    drafted = (t for s in gen.steps for t in s.tiers if t != BONUS)  # (a hand-made record may lack tier_order)
+    return list(dict.fromkeys([*gen.tier_order, *drafted, BONUS]))
 
 
 def answer_pieces(gen: Generation, label: TokenLabel | None = None) -> list[str]:
@@ -85,11 +88,12 @@ def token_figure(
 ) -> go.Figure:
     """The answer as wrapped text, each token coloured by the tier that drafted it (bonus tokens in
     the model's colour). With `step`, only the tokens of steps 0..step, those of `step` boxed.
-    Hover: token id, text, tier, step. One trace per tier, in `TIERS` order."""
+    Hover: token id, text, tier, step. One trace per tier, in `figure_tiers` order."""
     pieces = answer_pieces(gen, label)
     places, n_lines = token_layout(pieces, width)  # of the whole answer: nothing moves as steps go by
     last = len(gen.steps) - 1 if step is None else min(step, len(gen.steps) - 1)
-    by_tier: dict[Tier, list[tuple[int, int, str, int, int]]] = {t: [] for t in TIERS}
+    tiers = figure_tiers(gen)
+    by_tier: dict[Tier, list[tuple[int, int, str, int, int]]] = {t: [] for t in tiers}
     boxes = []
     i = 0
     for s in gen.steps[: last + 1]:
@@ -100,7 +104,7 @@ def token_figure(
                 boxes.append((col, line, max(len(show(pieces[i])), 1)))
             i += 1
     fig = go.Figure()
-    for tier in TIERS:
+    for tier in tiers:
         rows = by_tier[tier]
         fig.add_trace(
             go.Scatter(
@@ -110,11 +114,10 @@ def token_figure(
                 mode="text",
                 text=[show(r[2]) for r in rows],
                 textposition="middle right",
-                textfont={"color": TIER_COLORS[tier], "family": FONT, "size": 13},
-                customdata=[[r[3], tier.value, r[4]] for r in rows],
+                textfont={"color": tier.color, "family": FONT, "size": 13},
+                customdata=[[r[3], tier.name, r[4]] for r in rows],
                 hovertext=[_token_hover(r[3], r[2], tier, r[4]) for r in rows],
                 hoverinfo="text",
-                showlegend=tier in gen.tier_order or tier is Tier.TARGET,
             )
         )
     title = f"answer after step {last}" if step is not None else "answer"
@@ -176,17 +179,19 @@ def draft_tree_figure(
     label: TokenLabel | None = None,
     accepted: Sequence[int] | None = None,
     bonus: int | None = None,
+    tiers: Sequence[Tier] | None = None,
 ) -> go.Figure:
     """The drafts of one step as a tree coloured by tier, the accepted path ringed and drawn thick,
     the model's bonus token after it. A bare `DraftTree` has no accepted path unless given.
 
-    Traces, in order: edges, accepted edges, root, one per database tier (`TIERS[:3]`), bonus.
-    Every node's customdata is [node, token id, tier]."""
+    Traces, in order: edges, accepted edges, root, one per tier of `tiers` (default: the tree's, in
+    the order they drafted; pass the generation's to keep the traces alike from step to step),
+    bonus. Every node's customdata is [node, token id, tier]."""
     if isinstance(step, Step):
         tree, title = step.tree, f"step {step.index}: {step.tree.n_drafted} drafted, {len(step.tokens)} emitted"
         accepted = step.accepted_nodes if accepted is None else accepted
         # The last emitted token is the bonus, unless an end token cut the step short.
-        if bonus is None and step.tiers and step.tiers[-1] is Tier.TARGET:
+        if bonus is None and step.tiers and step.tiers[-1] == BONUS:
             bonus = step.tokens[-1]
     else:
         tree, title = step, f"draft tree: {step.n_drafted} draft tokens"
@@ -216,10 +221,12 @@ def draft_tree_figure(
         xs, ys = edges(pairs)
         fig.add_trace(go.Scatter(name=name, x=xs, y=ys, mode="lines", line=style, hoverinfo="skip"))
 
+    drafted = list(dict.fromkeys(t for t in tree.tiers[1:] if t is not None))
+    shown = [t for t in (drafted if tiers is None else [*tiers, *(t for t in drafted if t not in tiers)]) if t != BONUS]
     groups: list[tuple[Tier | None, list[int]]] = [(None, [0])]
-    groups += [(tier, [i for i in range(1, len(tree)) if tree.tiers[i] is tier]) for tier in TIERS[:3]]
+    groups += [(tier, [i for i in range(1, len(tree)) if tree.tiers[i] == tier]) for tier in shown]
     for tier, nodes in groups:
-        color = ROOT_COLOR if tier is None else TIER_COLORS[tier]
+        color = ROOT_COLOR if tier is None else tier.color
         fig.add_trace(
             go.Scatter(
                 name=tier_name(tier),
@@ -242,16 +249,16 @@ def draft_tree_figure(
         )
     fig.add_trace(
         go.Scatter(
-            name=tier_name(Tier.TARGET),
+            name=tier_name(BONUS),
             x=[bonus_xy[0]] if bonus_xy else [],
             y=[bonus_xy[1]] if bonus_xy else [],
             mode="markers+text",
-            marker={"color": TIER_COLORS[Tier.TARGET], "size": 14, "symbol": "diamond"},
+            marker={"color": BONUS.color, "size": 14, "symbol": "diamond"},
             text=[show(label(bonus))] if bonus_xy else [],
             textposition="bottom center",
             textfont={"family": FONT, "size": 11},
-            customdata=[[-1, bonus, tier_name(Tier.TARGET)]] if bonus_xy else [],
-            hovertext=[f"token {bonus} {html.escape(repr(label(bonus)))}<br>the model's own token"] if bonus_xy else [],
+            customdata=[[-1, bonus, tier_name(BONUS)]] if bonus_xy else [],
+            hovertext=[f"token {bonus} {html.escape(repr(label(bonus)))}<br>bonus: the model's own token"] if bonus_xy else [],
             hoverinfo="text",
             showlegend=bonus_xy is not None,
         )
@@ -284,20 +291,19 @@ def _node_hover(tree: DraftTree, node: int, label: TokenLabel, on_path: bool) ->
 
 def tier_steps_figure(gen: Generation, step: int | None = None) -> go.Figure:
     """Tokens emitted per step, stacked by tier (bonus tokens included), and the tokens drafted per
-    step as a line. With `step`, a marker at that step. Traces: one bar per tier in `TIERS` order,
-    then "drafted"."""
+    step as a line. With `step`, a marker at that step. Traces: one bar per tier in `figure_tiers`
+    order, then "drafted"."""
     x = [s.index for s in gen.steps]
     fig = go.Figure()
-    for tier in TIERS:
-        counts = [sum(t is tier for t in s.tiers) for s in gen.steps]
+    for tier in figure_tiers(gen):
+        counts = [sum(t == tier for t in s.tiers) for s in gen.steps]
         fig.add_trace(
             go.Bar(
                 name=tier_name(tier),
                 x=x,
                 y=counts,
-                marker_color=TIER_COLORS[tier],
+                marker_color=tier.color,
                 hovertemplate=f"step %{{x}}: %{{y}} {tier_name(tier)}<extra></extra>",
-                showlegend=tier in gen.tier_order or tier is Tier.TARGET,
             )
         )
     fig.add_trace(

@@ -7,6 +7,7 @@ moving the step slider only redraws, and returning to earlier settings is a dict
 
     view = StepThrough(lm)                       # in a notebook cell: the whole GUI
     view.tier_boxes[Tier.MODEL].value = False    # what a click does; the figures follow
+    StepThrough(lm, tiers=["C", MyTier(), "M"])  # a tier of your own, in its colour, beside hdlib's
 """
 
 from __future__ import annotations
@@ -18,31 +19,29 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from itertools import permutations
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import ipywidgets as widgets
 import plotly.graph_objects as go
 
+from hdlib import presentation
+from hdlib.databases import make_tier, parse_tiers
 from hdlib.decoding import generate
 from hdlib.errors import HDError
+from hdlib.models import LoadedModel
 from hdlib.paths import data_dir
 from hdlib.specbench import load_questions
-from hdlib.tiers import DEFAULT_TIERS, DraftTier, Tier, make_tier
-from hdlib.trace import TIER_COLORS, Generation
+from hdlib.tiers import DEFAULT_TIERS, DraftTier, Tier
+from hdlib.trace import Generation
 from hdlib.viz.mechanics import attention_mask_figure, cache_compaction_figure, position_ids_figure
 from hdlib.viz.trace import (
     TokenLabel,
     draft_tree_figure,
     step_marker,
     sync_figure,
-    tier_name,
     tier_steps_figure,
     token_figure,
     token_labeller,
 )
-
-if TYPE_CHECKING:
-    from hdlib.models import LoadedModel
 
 
 @dataclass(frozen=True)
@@ -102,25 +101,24 @@ def prompt_choices(path: str | Path | None = None) -> dict[str, str]:
 
 def summary_html(gen: Generation, note: str = "") -> str:
     """One line: tokens, steps, MAT, tokens per tier in their colours, why it stopped."""
-    counts = gen.tier_counts
-    tiers = " ".join(
-        f'<span style="color:{TIER_COLORS[t]}">&#9632; {tier_name(t)} {counts.get(t, 0)}</span>'
-        for t in [*gen.tier_order, Tier.TARGET]
-    )
     sampled = f", temperature {gen.temperature}, seed {gen.seed}" if gen.temperature > 0 else ""
     return (
-        f"<b>{len(gen.tokens)} tokens in {len(gen.steps)} steps, MAT {gen.mat:.2f}</b>{sampled}; "
-        f"{html.escape(gen.stop_message)}<br>{tiers}{'<br>' + note if note else ''}"
+        f"<b>{presentation.headline(len(gen.tokens), len(gen.steps), gen.mat)}</b>{sampled}; "
+        f"{html.escape(gen.stop_message)}<br>{presentation.legend_html(gen.legend(), counts=True)}"
+        f"{'<br>' + note if note else ''}"
     )
 
 
 class StepThrough:
     """One generation replayed step by step, with the settings that made it as widgets.
 
-    `generate` (Settings -> Generation) defaults to `hdlib.generate` on `lm` with tiers from
-    `tier_factory` (default: `make_tier(tier, lm)`) and a fixed draft `budget`; tests inject a tiny
-    model or test tiers through either. `prompts` maps labels to prompt texts (default: the project's
-    prompt set); the text box holds the prompt actually used and can be typed into.
+    `tiers` are the tiers enabled at first, in order: names, letters, `Tier`s or ready `DraftTier`s
+    (a tier of your own gets a checkbox and its colour like hdlib's); hdlib's tiers not among them
+    are offered unticked. `generate` (Settings -> Generation) defaults to `hdlib.generate` on `lm`
+    with tiers from `tier_factory` (default: the given `DraftTier`, else `make_tier(tier, lm)`) and a
+    fixed draft `budget`; tests inject a tiny model or test tiers through either. `prompts` maps
+    labels to prompt texts (default: the project's prompt set); the text box holds the prompt
+    actually used and can be typed into.
     """
 
     def __init__(
@@ -131,7 +129,7 @@ class StepThrough:
         generate: GenerateFn | None = None,
         tier_factory: TierFactory | None = None,
         label: TokenLabel | None = None,
-        tiers: Sequence[Tier | str] = DEFAULT_TIERS,
+        tiers: Sequence[Tier | str | DraftTier] = DEFAULT_TIERS,
         temperature: float = 0.0,
         seed: int = 0,
         max_new_tokens: int = 64,
@@ -144,7 +142,9 @@ class StepThrough:
         self.budget = budget
         self.max_new_tokens = max_new_tokens
         self.width = width
-        self.tier_factory = tier_factory or (lambda tier: make_tier(tier, lm))
+        given = parse_tiers(tiers)
+        ready = {t.tier: t for t in given if isinstance(t, DraftTier)}
+        self.tier_factory = tier_factory or (lambda tier: ready[tier] if tier in ready else make_tier(tier, lm))
         self.label = label or (token_labeller(lm) if lm is not None else None)
         self.cache = TraceCache(generate or self._generate)
         self.error: str | None = None  # why the last settings gave no generation
@@ -156,8 +156,8 @@ class StepThrough:
         choices = dict(prompts) if isinstance(prompts, Mapping) else {p: p for p in prompts}
         if not choices:
             raise HDError("StepThrough needs at least one prompt")
-        enabled = [Tier.parse(t) for t in tiers]
-        order = tuple(enabled + [t for t in DEFAULT_TIERS if t not in enabled])
+        enabled = [t.tier if isinstance(t, DraftTier) else t for t in given]
+        offered = enabled + [t for t in DEFAULT_TIERS if t not in enabled]
 
         self.prompt_choice = widgets.Dropdown(
             options=list(choices.items()), description="prompt", layout={"width": "95%"}
@@ -166,12 +166,12 @@ class StepThrough:
             value=self.prompt_choice.value, continuous_update=False, layout={"width": "95%", "height": "4em"}
         )
         self.tier_boxes = {
-            t: widgets.Checkbox(value=t in enabled, description=t.value, indent=False, layout={"width": "110px"})
-            for t in DEFAULT_TIERS
+            t: widgets.Checkbox(value=t in enabled, description=t.name, indent=False, layout={"width": "110px"})
+            for t in offered
         }
         self.order = widgets.Dropdown(
-            options=[(" \u2192 ".join(t.value for t in p), p) for p in permutations(DEFAULT_TIERS)],
-            value=order,
+            options=[(" \u2192 ".join(t.name for t in p), p) for p in permutations(offered)],
+            value=tuple(offered),
             description="order",
         )
         self.temperature = widgets.FloatSlider(
@@ -265,7 +265,7 @@ class StepThrough:
             return
         sync_figure(self.tokens_fig, token_figure(gen, index, self.label, self.width))
         if gen.steps:
-            sync_figure(self.tree_fig, draft_tree_figure(gen.steps[index], self.label))
+            sync_figure(self.tree_fig, draft_tree_figure(gen.steps[index], self.label, tiers=gen.tier_order))
         with self.steps_fig.batch_update():
             self.steps_fig.layout.shapes = [step_marker(index)]  # only the marker moves
 

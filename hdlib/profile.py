@@ -1,0 +1,88 @@
+"""The forward-time profile of a model on this device: seconds of one pass over k = 1..64 new tokens.
+
+What the budget policies (`hdlib.budget`, `hdlib.value`) weigh drafts against. Measured once per
+model, dtype, device, thread count and prepacked layers (`profile_key`), through the `Verifier`
+the decoding loop uses, and cached on disk.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import statistics
+import time
+from dataclasses import asdict
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+from transformers import PreTrainedModel
+
+from hdlib.budget import MAX_BUDGET, ForwardProfile
+from hdlib.errors import HDError
+from hdlib.paths import cache_dir
+from hdlib.store import write_text_atomic
+from hdlib.tiers.base import Tier
+from hdlib.tree import DraftTree
+from hdlib.verifier import Verifier
+
+
+def profile_key(model: PreTrainedModel, context_len: int, max_k: int) -> str:
+    """Identifies model architecture and size, dtype, device and threads: what forward time depends on."""
+    config = model.config.to_json_string(use_diff=False)
+    layers = sorted({type(m).__name__ for m in model.modules()})  # prepacked layers (hdlib.cpu) run at other speeds
+    parts = [config, str(model.dtype), str(model.device), str(torch.get_num_threads()), str(context_len), str(max_k)]
+    parts += layers
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
+
+
+@torch.inference_mode()
+def measure_forward(
+    model: PreTrainedModel, context_len: int = 256, max_k: int = MAX_BUDGET, repeats: int = 3, progress: bool = True
+) -> ForwardProfile:
+    """Time one forward pass of k = 1..max_k tokens (a chain) after `context_len` cached tokens."""
+    if max_k < 1 or context_len < 1:
+        raise HDError("measure_forward needs max_k >= 1 and context_len >= 1")
+    verifier = Verifier(model)
+    gen = torch.Generator().manual_seed(0)
+    vocab = verifier.vocab_size
+    verifier.prefill(torch.randint(0, vocab, (context_len,), generator=gen).tolist())
+
+    def one(k: int) -> float:
+        chain = torch.randint(0, vocab, (k,), generator=gen).tolist()
+        tree = DraftTree(root=chain[0])
+        tree.add(chain[1:], tier=Tier.CONTEXT, max_new=k, max_depth=k)  # which tier does not matter here
+        verifier.sync()
+        start = time.perf_counter()
+        verifier.logits(tree, context_len)
+        verifier.sync()
+        elapsed = time.perf_counter() - start
+        verifier.compact(context_len, [])
+        return elapsed
+
+    one(1), one(max_k)  # warm-up: first calls allocate
+    seconds = []
+    for k in tqdm(range(1, max_k + 1), desc="measuring forward time", disable=not progress, leave=False):
+        seconds.append(statistics.median(one(k) for _ in range(repeats)))
+    # Forward time cannot fall as k grows; a noise spike can make it look so. Cap each k by every
+    # larger k (a spike is dropped, not spread to every k above it).
+    seconds = np.minimum.accumulate(seconds[::-1])[::-1].tolist()
+    return ForwardProfile(tuple(seconds), context_len, profile_key(model, context_len, max_k))
+
+
+def load_or_measure(model: PreTrainedModel, context_len: int = 256, max_k: int = MAX_BUDGET) -> ForwardProfile:
+    """The cached forward profile of this model on this device, measured on first use."""
+    key = profile_key(model, context_len, max_k)
+    path = cache_dir() / "forward" / f"{key}.json"
+    if path.exists():
+        try:
+            data = json.loads(path.read_text())
+            profile = ForwardProfile(tuple(data["seconds"]), int(data["context_len"]), str(data["key"]))
+            if profile.key == key and len(profile.seconds) == max_k:
+                return profile
+        except (ValueError, KeyError, TypeError):
+            pass  # a damaged cache file is measured again
+    profile = measure_forward(model, context_len, max_k)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_text_atomic(path, json.dumps(asdict(profile)))
+    return profile

@@ -1,0 +1,104 @@
+"""Layers point down: a module of hdlib imports only modules of the layers below its own.
+
+The order is written here, once. Every import of an hdlib module counts, at any depth of the file
+(a function-level import is an import too); the command line imports inside its commands, to start
+fast, and is at the top anyway.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parent.parent / "hdlib"
+
+LAYERS: list[tuple[str, ...]] = [
+    ("errors", "paths"),  # no hdlib imports at all
+    ("store", "cpu", "suffix", "ngram", "sharegpt", "specbench"),  # files, indexes, data sources
+    ("corpus",),
+    ("tiers.base",),  # the tier interface and the tiers' names
+    ("tiers.recycling",),
+    ("tiers.context", "tiers.model", "tiers.statistics"),
+    ("tiers",),
+    ("tree", "presentation"),
+    ("trace", "sampling"),  # the records; the acceptance rule
+    ("budget",),  # the budget policies: no torch, no model
+    ("value", "verifier"),
+    ("profile", "drafter", "models"),
+    ("modeldb", "statsdb"),  # the offline databases' builders
+    ("databases",),  # the tier registry, the databases opened
+    ("decoding",),
+    ("baselines",),
+    ("bench",),
+    ("benchlog",),
+    ("viz.trace",),
+    ("viz.mechanics", "viz.lookup", "viz.bench"),
+    ("viz.widgets",),
+    ("viz",),
+    ("cli",),
+    ("__init__", "__main__"),  # the package's face, and `python -m hdlib`
+]
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE).with_suffix("").parts)
+    return ".".join(parts[:-1]) if parts[-1] == "__init__" and len(parts) > 1 else ".".join(parts)
+
+
+def hdlib_imports(source: str, modules: set[str]) -> set[str]:
+    """The hdlib modules a file imports (`from hdlib import x` names module x when there is one)."""
+    found = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "hdlib":
+            inner = node.module.removeprefix("hdlib").removeprefix(".")
+            if not inner:
+                found |= {a.name for a in node.names if a.name in modules} or {"__init__"}
+            else:
+                found.add(inner)
+        elif isinstance(node, ast.Import):
+            found |= {a.name.removeprefix("hdlib.") for a in node.names if a.name.split(".")[0] == "hdlib"}
+    return {"__init__" if name == "hdlib" else name for name in found}
+
+
+def import_graph() -> dict[str, set[str]]:
+    files = {module_name(p): p for p in PACKAGE.rglob("*.py")}
+    return {name: hdlib_imports(path.read_text(), set(files)) - {name} for name, path in files.items()}
+
+
+def violations(graph: Mapping[str, set[str]], layers: Sequence[tuple[str, ...]]) -> list[str]:
+    """Each import of a module not in a lower layer, and each module no layer names."""
+    level = {name: i for i, layer in enumerate(layers) for name in layer}
+    found = [f"{name} is in no layer" for name in sorted(graph) if name not in level]
+    for name, imports in sorted(graph.items()):
+        for imported in sorted(imports):
+            if name in level and level.get(imported, len(layers)) >= level[name]:
+                found.append(f"{name} (layer {level[name]}) imports {imported} (layer {level.get(imported, '?')})")
+    return found
+
+
+def test_every_module_imports_only_modules_below_it():
+    graph = import_graph()
+    assert violations(graph, LAYERS) == []
+    assert {name for layer in LAYERS for name in layer} == set(graph)  # no layer names a module that is gone
+
+
+@pytest.mark.parametrize(
+    "graph, said",
+    [
+        ({"tree": {"decoding"}, "decoding": {"tree"}}, "tree (layer 7) imports decoding (layer 14)"),
+        ({"budget": {"value"}, "value": set()}, "budget (layer 9) imports value (layer 10)"),
+        ({"trace": {"sampling"}, "sampling": set()}, "trace (layer 8) imports sampling (layer 8)"),
+        ({"newcomer": set()}, "newcomer is in no layer"),
+    ],
+)
+def test_the_check_catches_an_upward_import_a_sideways_one_and_an_unplaced_module(graph, said):
+    assert said in violations(graph, LAYERS)
+
+
+def test_imports_are_read_at_every_depth():
+    source = "from hdlib import tree\nimport hdlib.verifier\ndef f():\n    from hdlib.decoding import run\n"
+    assert hdlib_imports(source, {"tree", "verifier", "decoding"}) == {"tree", "verifier", "decoding"}
+    assert hdlib_imports("from hdlib import Tier\n", {"tree"}) == {"__init__"}
