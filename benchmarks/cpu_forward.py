@@ -16,10 +16,10 @@ import statistics
 import time
 from pathlib import Path
 
-from hdlib.profile import measure_forward
 from hdlib.cpu import PREPACK_CHOICES, describe_machine
 from hdlib.decoding import generate
 from hdlib.models import load_model
+from hdlib.profile import measure_forward
 from hdlib.store import write_text_atomic
 
 ROOT = Path(__file__).resolve().parents[1]

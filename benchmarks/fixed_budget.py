@@ -26,16 +26,16 @@ from collections import Counter
 from common import load, spec_bench_parser
 
 from hdlib.budget import flat_profile
-from hdlib.profile import load_or_measure
 from hdlib.cpu import describe_machine
 from hdlib.databases import load_tier
 from hdlib.decoding import DecodeSettings, generate, run
 from hdlib.drafter import Drafter
 from hdlib.modeldb import default_model_db_path
+from hdlib.profile import load_or_measure
 from hdlib.store import write_text_atomic
-from hdlib.trace import Generation
 from hdlib.tiers import ContextTier, Tier
 from hdlib.tiers.model import ModelSettings, ModelTier
+from hdlib.trace import Generation
 from hdlib.value import AcceptancePrior, ValueTree
 
 

@@ -226,8 +226,8 @@ def main() -> None:
     args = parser.parse_args()
 
     from hdlib import load_model
-    from hdlib.store import read_meta
     from hdlib.statsdb import default_statistics_path, ensure_statistics_db
+    from hdlib.store import read_meta
     from hdlib.tiers.statistics import StatisticsSettings, StatisticsTier
 
     load_before = os.getloadavg()

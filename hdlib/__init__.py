@@ -21,7 +21,7 @@ its records.
 
 from hdlib.budget import AdaptiveBudget, FixedBudget
 from hdlib.databases import describe, load_tier, make_tier, open_database, parse_tiers, register_tier
-from hdlib.decoding import DecodeSettings, Decoder, decode, generate, run
+from hdlib.decoding import Decoder, DecodeSettings, decode, generate, run
 from hdlib.drafter import Drafter
 from hdlib.errors import HDError
 from hdlib.models import DEFAULT_MODEL, LoadedModel, get_device, load_model

@@ -2,8 +2,9 @@
 
 A `Step` says which drafts were proposed (the trie, each node with its tier), which path the model
 accepted, which tier each accepted token came from (the model's own token at the end is `BONUS`),
-and where the time went. A `Generation` holds the steps with the text and the numbers people quote: mean accepted
-tokens per step (MAT), tokens per second, tokens per tier, the engine's share of the step time.
+and where the time went. A `Generation` holds the steps with the text and the numbers people quote:
+mean accepted tokens per step (MAT), tokens per second, tokens per tier, the engine's share of the
+step time. How they are shown (colours, legends) is `hdlib.presentation`'s.
 """
 
 from __future__ import annotations

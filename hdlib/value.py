@@ -40,15 +40,14 @@ from pathlib import Path
 
 import numpy as np
 
+from hdlib.budget import ForwardProfile
 from hdlib.errors import HDError
 from hdlib.paths import cache_dir
 from hdlib.store import write_text_atomic
 from hdlib.tiers.base import ModelGuesses
 from hdlib.tiers.recycling import Successors
-from hdlib.tree import DraftTree
-
-from hdlib.budget import ForwardProfile
 from hdlib.trace import Step
+from hdlib.tree import DraftTree
 
 CANDIDATES = 16  # draft tokens each tier may propose per step, before the ranking keeps the best
 DEFAULT_PRIOR = 0.3  # acceptance of a kind never seen, on any model: optimistic enough to be tried

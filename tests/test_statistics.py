@@ -21,9 +21,9 @@ from hdlib.decoding import DecodeSettings, run
 from hdlib.drafter import Drafter
 from hdlib.errors import HDError
 from hdlib.models import tokenizer_fingerprint
+from hdlib.statsdb import build_statistics_db, default_statistics_path, ensure_statistics_db
 from hdlib.store import read_db, read_meta
 from hdlib.suffix import SEPARATOR, SuffixIndex, build_suffix_array, count_prefixes, join_documents
-from hdlib.statsdb import build_statistics_db, default_statistics_path, ensure_statistics_db
 from hdlib.tiers.statistics import StatisticsSettings, StatisticsTier
 
 documents = st.lists(st.lists(st.integers(0, 3), max_size=12), min_size=1, max_size=5)

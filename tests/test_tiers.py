@@ -7,10 +7,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 from oracle import OracleTier
 
+from hdlib.databases import parse_tiers
 from hdlib.drafter import Drafter
 from hdlib.errors import HDError
 from hdlib.ngram import NGramIndex
-from hdlib.databases import parse_tiers
 from hdlib.tiers import ContextSettings, ContextTier, Tier
 from hdlib.tiers.context import SCAN
 

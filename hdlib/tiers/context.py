@@ -24,7 +24,6 @@ from hdlib.errors import HDError
 from hdlib.ngram import DraftSet, NGramIndex
 from hdlib.tiers.base import Draft, DraftRow, DraftTier, Proposal, Tier
 
-
 SHARE_WINDOW = 32  # recent occurrences of a key that its continuations' shares are counted over
 SCAN = 32  # the most recent occurrences of a key a lookup reads: a loop has thousands, all alike
 

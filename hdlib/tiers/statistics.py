@@ -30,6 +30,7 @@ from hdlib.store import read_db
 from hdlib.suffix import Prefixes, SuffixIndex, build_suffix_array, count_prefixes, join_documents
 from hdlib.tiers.base import Draft, DraftRow, DraftTier, Proposal, Tier
 
+
 @dataclass(frozen=True)
 class StatisticsSettings:
     max_key: int = 8  # longest suffix of the context searched; longer keys are rarer and surer
