@@ -35,6 +35,8 @@ from dataclasses import dataclass, field
 from itertools import permutations
 from typing import Any
 
+from tqdm.auto import tqdm
+
 from hdlib import presentation
 from hdlib.baselines import PROMPT_LOOKUP_TOKENS, HFGeneration, hf_generate
 from hdlib.cpu import describe_machine
@@ -367,11 +369,13 @@ def run_benchmark(
     on_question: Callable[[Question, Answered], None] | None = None,
     temperature: float = 0.0,
     done: Sequence[Answered] = (),
+    on_answer: Callable[[Question, str], None] | None = None,
 ) -> BenchResults:
     """Every method over every question, interleaved; Spec-Bench's metrics per method and task.
 
     `done` holds questions answered earlier (a resumed run): they are not answered again but count
-    in the metrics. `on_question` sees each newly answered question (to save it, to show progress).
+    in the metrics. `on_question` sees each newly answered question (to save it, to show progress);
+    `on_answer` sees each (question, method name) as that method finishes it (`MethodProgress`).
     At temperature > 0 every method samples (question i, turn j with seed 1000 i + j), so
     `identical_frac` only means something at temperature 0.
     """
@@ -391,8 +395,11 @@ def run_benchmark(
         base = answer(lm, question, methods[0], (), max_new_tokens, temperature, seed)
         runs = {"ar": base}
         history = [t.text for t in base]
-        for method in methods[1:]:
-            runs[method.name] = answer(lm, question, method, history, max_new_tokens, temperature, seed)
+        for method in methods:
+            if method is not methods[0]:
+                runs[method.name] = answer(lm, question, method, history, max_new_tokens, temperature, seed)
+            if on_answer is not None:
+                on_answer(question, method.name)
         records[question.question_id] = Answered(question.question_id, question.task, runs)
         if on_question is not None:
             on_question(question, records[question.question_id])
@@ -478,6 +485,111 @@ def summary(results: Results) -> str:
     """The printed report: speedup, MAT and identical share per task, every overall metric, fairness."""
     parts = [table(results, metric) for metric in ("speedup", "mat", "tokens_per_s", "identical_frac")]
     return "\n\n".join([*parts, overall_table(results), identical_line(results), fairness_line(results)])
+
+
+# The order ablation against the paper -------------------------------------------------------
+
+# The HD paper's order ablation (Spec-Bench, greedy, Vicuna-7B on an A100-class GPU): speedup by order.
+PAPER_ORDERS = {"CMS": 1.72, "CSM": 1.67, "C": 1.63, "MCS": 1.31, "MSC": 1.22, "M": 1.15, "SCM": 1.07, "SMC": 1.07, "S": 1.06}
+
+
+def ranks(values: Sequence[float]) -> list[float]:
+    """1 for the largest; tied values share the mean of their ranks."""
+    order = sorted(range(len(values)), key=lambda i: -values[i])
+    out = [0.0] * len(values)
+    i = 0
+    while i < len(order):
+        j = i
+        while j + 1 < len(order) and values[order[j + 1]] == values[order[i]]:
+            j += 1
+        for k in range(i, j + 1):
+            out[order[k]] = (i + j) / 2 + 1
+        i = j + 1
+    return out
+
+
+def spearman(a: Sequence[float], b: Sequence[float]) -> float:
+    """Spearman's rank correlation: Pearson's of the ranks (ties averaged)."""
+    ra, rb = ranks(a), ranks(b)
+    ma, mb = sum(ra) / len(ra), sum(rb) / len(rb)
+    cov = sum((x - ma) * (y - mb) for x, y in zip(ra, rb))
+    norm = (sum((x - ma) ** 2 for x in ra) * sum((y - mb) ** 2 for y in rb)) ** 0.5
+    return cov / norm if norm > 0 else 0.0
+
+
+def kendall(a: Sequence[float], b: Sequence[float]) -> float:
+    """Kendall's tau-b: (concordant - discordant pairs) over the pairs not tied, ties in both corrected."""
+    concordant = discordant = ties_a = ties_b = 0
+    for i in range(len(a)):
+        for j in range(i + 1, len(a)):
+            da, db = a[i] - a[j], b[i] - b[j]
+            if da == 0 and db == 0:
+                continue
+            if da == 0:
+                ties_a += 1
+            elif db == 0:
+                ties_b += 1
+            elif (da > 0) == (db > 0):
+                concordant += 1
+            else:
+                discordant += 1
+    n0 = concordant + discordant
+    norm = ((n0 + ties_a) * (n0 + ties_b)) ** 0.5
+    return (concordant - discordant) / norm if norm > 0 else 0.0
+
+
+@dataclass(frozen=True)
+class OrderComparison:
+    """A run's tier orders ranked against a reference (the paper's), on the orders both measured."""
+
+    orders: list[str]  # the orders both hold, best first in the run
+    speedups: dict[str, float]  # the run's `metric` by order
+    reference: dict[str, float]  # the reference's speedups, by order
+    spearman: float
+    kendall: float
+    metric: str = "speedup"  # what the run's orders are ranked by (speedup, or mat: timing-free)
+
+    @property
+    def first(self) -> tuple[str, str]:
+        """(the run's fastest order, the reference's)."""
+        return self.orders[0], max(self.orders, key=lambda o: self.reference[o])
+
+    @property
+    def last(self) -> tuple[str, str]:
+        return self.orders[-1], min(self.orders, key=lambda o: self.reference[o])
+
+
+def compare_orders(results: Results, reference: Mapping[str, float] = PAPER_ORDERS, metric: str = "speedup") -> OrderComparison:
+    """The `hd:ORDER` methods of `results` (`@N` or not) against `reference` by `metric`'s overall value."""
+    r = BenchResults.of(results)
+    ours = {
+        split_budget(name)[0][3:]: getattr(m.overall, metric) for name, m in r.methods.items() if name.startswith("hd:")
+    }
+    common = sorted((o for o in ours if o in reference), key=lambda o: -ours[o])
+    if len(common) < 2:
+        raise HDError(f"the results share {len(common)} order(s) with the reference: at least 2 are needed to rank")
+    a, b = [ours[o] for o in common], [float(reference[o]) for o in common]
+    mine, theirs = {o: ours[o] for o in common}, {o: float(reference[o]) for o in common}
+    return OrderComparison(common, mine, theirs, spearman(a, b), kendall(a, b), metric)
+
+
+class MethodProgress:
+    """One progress bar per method (widgets in a notebook), each advanced as its method finishes a
+    question: `run_benchmark(..., on_answer=MethodProgress(methods, len(questions)))`."""
+
+    def __init__(self, method_names: str | Sequence[str], questions: int) -> None:
+        names = [m.name for m in parse_methods(method_names)]
+        width = max(len(n) for n in names)
+        self.bars = {n: tqdm(total=questions, desc=f"{n:{width}}", unit="q", leave=True) for n in names}
+
+    def __call__(self, question: Question, method: str) -> None:
+        self.bars[method].update(1)
+        if all(b.n >= b.total for b in self.bars.values()):
+            self.close()
+
+    def close(self) -> None:
+        for bar in self.bars.values():
+            bar.close()
 
 
 def progress_line(question: Question, answered: Answered) -> str:

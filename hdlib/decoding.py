@@ -174,6 +174,9 @@ class Decoder:
                 tiers=tuple(tiers),  # type: ignore[arg-type]  (no drafted node is the root)
                 times=StepTimes(draft_s, verified.tree_s, verified.forward_s, verified.accept_s, update_s),
                 estimates=estimates,
+                choices=tuple(verified.choices),
+                choice_probs=tuple(verified.choice_probs),
+                accept_probs=tuple(verified.accept_probs),
             )
             budget.observe(step)
             index += 1

@@ -14,13 +14,22 @@ candidate at a time: P(first child) = p(x1), P(second) = (1 - p(x1)) p(x2) / (1 
 and so on, the rest of the mass going to the final draw. Every token of the answer is therefore
 drawn from the target's distribution given the accepted text before it, as in plain sampling.
 
-`reject_step` is the one rule both the sampler and the tests' exact enumeration use.
+`reject_step` is the one rule the sampler, the exact enumeration (`node_trials`,
+`outcome_distribution`) and the empirical check (`sample_outcomes`, `chi_square_p_value`) use; a
+notebook and the tests show with them, on fixed distributions and without a model, that the rule
+emits exactly the target distribution, and that a broken rule (`accept_every_draft`) does not.
+
+Why the same seed gives plain sampling and HD different text: both draw from the same
+distribution, but HD consumes its random numbers otherwise (one uniform per tried draft, then a
+final draw), so the n-th random number means something else in each; only the distribution of the
+answers is the same, not the answer for a seed.
 """
 
 from __future__ import annotations
 
 import secrets
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -122,19 +131,120 @@ class Sampler:
     def draw(self, residual: torch.Tensor) -> int:
         return int(torch.multinomial(residual / residual.sum(), 1, generator=self.generator))
 
-    def accept(self, tree: DraftTree, logits: torch.Tensor) -> tuple[list[int], int]:
-        """The accepted node indices (root first) and the token drawn after the last of them."""
-        return self.walk(tree, lambda node: self.warp(logits[node].detach().cpu()))
+    def accept(
+        self, tree: DraftTree, logits: torch.Tensor, trials: dict[int, float] | None = None
+    ) -> tuple[list[int], int]:
+        """The accepted node indices (root first) and the token drawn after the last of them; each
+        node tried, with the probability it had of being accepted, goes into `trials`."""
+        return self.walk(tree, lambda node: self.warp(logits[node].detach().cpu()), trials)
 
-    def walk(self, tree: DraftTree, distribution: Callable[[int], torch.Tensor]) -> tuple[list[int], int]:
+    def walk(
+        self,
+        tree: DraftTree,
+        distribution: Callable[[int], torch.Tensor],
+        trials: dict[int, float] | None = None,
+    ) -> tuple[list[int], int]:
         path = [0]
         while True:
             residual = distribution(path[-1])
             for child in tree.children(path[-1]):
                 accept, rest = reject_step(residual, tree.tokens[child])
+                if trials is not None:
+                    trials[child] = accept
                 if self._uniform() < accept:
                     path.append(child)
                     break
                 residual = rest
             else:
                 return path, self.draw(residual)
+
+
+# Seeing the rule: one node, fixed probabilities, no model -------------------------------------
+
+Rule = Callable[[torch.Tensor, int], tuple[float, torch.Tensor]]
+
+
+def accept_every_draft(residual: torch.Tensor, token: int) -> tuple[float, torch.Tensor]:
+    """A broken rule, for negative controls: every draft accepted, whatever the model thinks of it."""
+    return 1.0, residual.clone()
+
+
+@dataclass(frozen=True)
+class Trial:
+    """One candidate tried at a node: the distribution it was tried against and what became of it."""
+
+    token: int
+    reach: float  # probability that the walk gets to try this candidate (all before it rejected)
+    accept: float  # probability it is accepted once tried: residual(token), the residual normalised
+    residual: torch.Tensor  # (V,) the normalised residual it was tried against
+
+
+def node_trials(probs: torch.Tensor, candidates: Sequence[int], rule: Rule | None = None) -> tuple[list[Trial], torch.Tensor]:
+    """Each candidate of one node tried in order by `rule` (default `reject_step`) against `probs`
+    (V,), and the normalised residual the final draw takes when all are rejected."""
+    rule = rule or reject_step
+    trials, reach, residual = [], 1.0, probs.to(torch.float64)
+    for token in candidates:
+        accept, rest = rule(residual, token)
+        trials.append(Trial(int(token), reach, accept, residual / residual.sum()))
+        reach *= 1 - accept
+        if reach == 0:
+            break
+        residual = rest
+    return trials, residual / residual.sum()
+
+
+def outcome_distribution(probs: torch.Tensor, candidates: Sequence[int], rule: Rule | None = None) -> torch.Tensor:
+    """The exact distribution of the token one node emits (a candidate accepted, or the final draw)."""
+    trials, residual = node_trials(probs, candidates, rule)
+    out = torch.zeros_like(residual)
+    for t in trials:
+        out[t.token] += t.reach * t.accept
+    reach = trials[-1].reach * (1 - trials[-1].accept) if trials else 1.0
+    return out + reach * residual
+
+
+def sample_outcomes(
+    probs: torch.Tensor, candidates: Sequence[int], n: int, seed: int = 0, rule: Rule | None = None
+) -> Counter[int]:
+    """The token one node emits, drawn `n` times as the sampler draws it (a uniform per candidate
+    tried, then the final draw), counted."""
+    rule = rule or reject_step
+    generator = torch.Generator().manual_seed(seed)
+    base = probs.to(torch.float64)
+    counts: Counter[int] = Counter()
+    for _ in range(n):
+        residual, emitted = base, None
+        for token in candidates:
+            accept, rest = rule(residual, token)
+            if float(torch.rand((), generator=generator, dtype=torch.float64)) < accept:
+                emitted = int(token)
+                break
+            residual = rest
+        if emitted is None:
+            emitted = int(torch.multinomial(residual / residual.sum(), 1, generator=generator))
+        counts[emitted] += 1
+    return counts
+
+
+def chi_square_p_value(counts: Counter, expected: dict) -> float:
+    """Pearson's test of `counts` against the probabilities `expected` (outcome -> p, summing to 1);
+    cells expecting fewer than 5 draws are pooled into one. An outcome of probability 0 drawn: 0."""
+    n = sum(counts.values())
+    if any(expected.get(k, 0.0) <= 0 for k in counts):
+        return 0.0
+    stat, pooled_o, pooled_e, cells = 0.0, 0, 0.0, 0
+    for outcome, p in expected.items():
+        e = n * p
+        if e < 5:
+            pooled_o, pooled_e = pooled_o + counts.get(outcome, 0), pooled_e + e
+            continue
+        stat += (counts.get(outcome, 0) - e) ** 2 / e
+        cells += 1
+    if pooled_e > 0:
+        stat += (pooled_o - pooled_e) ** 2 / pooled_e
+        cells += 1
+    if cells < 2:
+        return 1.0
+    dof = torch.tensor((cells - 1) / 2, dtype=torch.float64)
+    return float(torch.special.gammaincc(dof, torch.tensor(stat / 2, dtype=torch.float64)))

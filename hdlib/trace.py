@@ -52,6 +52,20 @@ class Step:
     # The value-ranked tree's estimate, per node, that the model accepts it (the root: 1); None when
     # the budget policy does not estimate (a fixed budget).
     estimates: tuple[float, ...] | None = None
+    # What the model wanted, per node: its most likely next token after the node, that token's
+    # probability, and the probability the node had of being accepted once its parent was reached
+    # (greedy: 1 or 0; sampling: the rejection rule's; None: its parent was not reached). None in
+    # records made by hand.
+    choices: tuple[int, ...] | None = None
+    choice_probs: tuple[float, ...] | None = None
+    accept_probs: tuple[float | None, ...] | None = None
+
+    def rejected(self) -> list[int]:
+        """The nodes the model was asked about and refused: tried (their parent reached), not accepted."""
+        if self.accept_probs is None:
+            return []
+        kept = set(self.accepted_nodes)
+        return [i for i, a in enumerate(self.accept_probs) if a is not None and i not in kept]
 
     @property
     def n_accepted_drafts(self) -> int:

@@ -222,6 +222,11 @@ class Verified:
     forward_s: float  # the forward pass, the device waited for
     accept_s: float  # choosing the path (and the model's top guesses, when asked for)
     compact_s: float  # dropping the rejected branches from the cache
+    choices: list[int]  # per node: the model's most likely token after it
+    choice_probs: list[float]  # ... and its probability (softmax of the logits)
+    # Per node: the probability it had of being accepted once its parent was reached (greedy: 1 or
+    # 0; sampling: the rejection rule's); None for a node whose parent was not reached (not tried).
+    accept_probs: list[float | None]
     # The model's most likely tokens after each node, with their probabilities; None unless asked for.
     top: tuple[list[list[int]], list[list[float]]] | None = None
 
@@ -263,6 +268,7 @@ class Verifier:
         buffers = tree_buffers(tree, past_len, self.device)
         marks.append(time.perf_counter())
         logits = tree_logits(self.model, self.layout, buffers, self.cache, past_len)
+        trials: dict[int, float] = {}
         if self.sampler is None:
             predictions = logits.argmax(dim=-1)
             self.sync()
@@ -271,10 +277,18 @@ class Verifier:
         else:
             self.sync()
             marks.append(time.perf_counter())
-            path, bonus = self.sampler.accept(tree, logits)
-        top = top_guesses(logits, successors) if successors else None  # engine time: counted with acceptance
+            path, bonus = self.sampler.accept(tree, logits, trials)
+        # Engine time, counted with acceptance: what the model wanted at every node (for the records).
+        guesses, probs = top_guesses(logits, max(successors, 1))
+        choices, choice_probs = [g[0] for g in guesses], [p[0] for p in probs]
+        if self.sampler is None:
+            reached = set(path)
+            trials = {i: float(tree.tokens[i] == choices[p]) for i, p in enumerate(tree.parents) if p in reached and i}
+        accept_probs = [trials.get(i) for i in range(len(tree))]
+        accept_probs[0] = 1.0  # the root is the text itself
         marks.append(time.perf_counter())
         self.compact(past_len, path)
         marks.append(time.perf_counter())
         tree_s, forward_s, accept_s, compact_s = (b - a for a, b in pairwise(marks))
-        return Verified(path, bonus, tree_s, forward_s, accept_s, compact_s, top)
+        top = (guesses, probs) if successors else None
+        return Verified(path, bonus, tree_s, forward_s, accept_s, compact_s, choices, choice_probs, accept_probs, top)

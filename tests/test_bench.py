@@ -21,10 +21,13 @@ from hdlib.bench import (
     Method,
     Tally,
     Turn,
+    compare_orders,
     fairness_line,
     identical_line,
+    kendall,
     parse_methods,
     run_benchmark,
+    spearman,
 )
 from hdlib.benchlog import ResultsLog, raw_path, run_settings
 from hdlib.cli import main
@@ -428,3 +431,22 @@ def test_cli_refuses_bad_questions_before_loading_the_model(capsys, tmp_path, no
         assert out == "" and err.strip().splitlines()[-1].startswith("hdlib: error: ") and message in err, err
         errors.append(err.splitlines())
     assert [line.split(", line ")[1][0] for line in errors[1][:2]] == ["1", "2"]  # each skipped line reported
+
+
+def test_rank_correlations_by_hand():
+    assert spearman([1, 2, 3, 4], [1, 3, 2, 4]) == pytest.approx(0.8)  # 1 - 6 * 2 / (4 * 15)
+    assert kendall([1, 2, 3, 4], [1, 3, 2, 4]) == pytest.approx(4 / 6)  # 5 concordant pairs, 1 discordant
+    assert spearman([1, 1, 2], [1, 2, 3]) == pytest.approx(1.5 / 3**0.5)  # ties share the mean rank
+    assert kendall([1, 1, 2], [1, 2, 3]) == pytest.approx(2 / 6**0.5)  # tau-b: a tie in one list counted
+    assert spearman([3, 2, 1], [1, 2, 3]) == pytest.approx(-1.0) == kendall([3, 2, 1], [1, 2, 3])
+
+
+def test_orders_are_ranked_against_the_paper_on_the_orders_both_hold():
+    speedups = {"ar": 1.0, "hd:S@16": 1.5, "hd:C@16": 1.4, "hd:CMS@16": 1.3, "hd:MC@16": 2.0, "hf": 1.0}
+    got = compare_orders(synthetic({n: {"speedup": s} for n, s in speedups.items()}))
+    assert got.orders == ["S", "C", "CMS"]  # MC: not in the paper's ablation; fastest first
+    assert got.reference == {"S": 1.06, "C": 1.63, "CMS": 1.72}
+    assert got.spearman == pytest.approx(-1.0) and got.kendall == pytest.approx(-1.0)
+    assert got.first == ("S", "CMS") and got.last == ("CMS", "S")
+    with pytest.raises(HDError, match="at least 2"):
+        compare_orders(synthetic({"ar": {}, "hd:C": {}}))

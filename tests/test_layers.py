@@ -35,7 +35,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("bench",),
     ("benchlog",),
     ("viz.trace",),
-    ("viz.mechanics", "viz.lookup", "viz.bench"),
+    ("viz.mechanics", "viz.lookup", "viz.bench", "viz.cost", "viz.sampling"),
     ("viz.widgets",),
     ("viz",),
     ("cli",),

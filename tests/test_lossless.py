@@ -243,3 +243,38 @@ def test_the_stop_reason_is_typed_and_keeps_its_plain_value():
     assert [StopReason(r).message for r in STOP_REASONS] == [
         "the model ended its answer", "reached max_new_tokens", "stopped at the model's context length"
     ]
+
+
+def test_each_step_records_what_the_model_wanted_at_every_node():
+    prompt = (5, 6, 7, 8) * 3
+    want = plain("llama", prompt, 30)
+    drafter = Drafter([ContextTier(), OracleTier(list(prompt) + want, VOCAB, seed=3)])
+    got = run(model("llama"), prompt, drafter, DecodeSettings(max_new_tokens=30), (), FixedBudget(12))
+    assert got.tokens == want
+    rejections = 0
+    for step in got.steps:
+        tree, path = step.tree, step.accepted_nodes
+        assert len(step.choices) == len(step.choice_probs) == len(step.accept_probs) == len(tree)
+        assert all(0 < p <= 1 for p in step.choice_probs)
+        assert step.choices[path[-1]] == step.tokens[-1]  # the bonus token is the model's choice after the path
+        for node, parent in enumerate(tree.parents[1:], start=1):
+            tried = parent in path
+            assert (step.accept_probs[node] is not None) == tried
+            if tried:  # greedy: accepted exactly when the draft is the model's choice after its parent
+                assert step.accept_probs[node] == float(tree.tokens[node] == step.choices[parent])
+                assert (node in path) == (tree.tokens[node] == step.choices[parent])
+        assert all(tree.tokens[n] != step.choices[tree.parents[n]] for n in step.rejected())
+        rejections += len(step.rejected())
+    assert rejections > 0  # the oracle's wrong branches were tried and refused
+
+
+def test_sampled_steps_record_each_tried_nodes_acceptance_probability():
+    prompt = (5, 6, 7, 8) * 3
+    drafter = Drafter([ContextTier()])
+    got = run(model("llama"), prompt, drafter, DecodeSettings(30, 1.0, seed=2), (), FixedBudget(12))
+    tried = [(s, n) for s in got.steps for n, a in enumerate(s.accept_probs) if a is not None and n]
+    assert tried
+    for step, node in tried:
+        assert step.tree.parents[node] in step.accepted_nodes and 0 <= step.accept_probs[node] <= 1
+        if node in step.accepted_nodes:
+            assert step.accept_probs[node] > 0

@@ -11,7 +11,6 @@ that accepts every draft fails the same tests (the negative controls).
 from __future__ import annotations
 
 import functools
-import itertools
 from collections import Counter
 from collections.abc import Sequence
 
@@ -27,7 +26,14 @@ from hdlib.budget import FixedBudget, flat_profile
 from hdlib.decoding import DecodeSettings, run
 from hdlib.drafter import Drafter
 from hdlib.errors import HDError
-from hdlib.sampling import Warp
+from hdlib.sampling import (
+    Warp,
+    accept_every_draft,
+    chi_square_p_value,
+    node_trials,
+    outcome_distribution,
+    sample_outcomes,
+)
 from hdlib.tiers import BONUS, ContextTier, Tier
 from hdlib.tiers.base import Draft, DraftTier
 from hdlib.value import ValueTree
@@ -38,20 +44,6 @@ N_NEW = 3  # the joint distribution of the first three tokens is tested
 
 
 # --- the rule, exactly ----------------------------------------------------------------------------
-
-
-def outcome_distribution(p: torch.Tensor, candidates: Sequence[int]) -> torch.Tensor:
-    """The exact distribution of the token one node emits: candidates accepted, or the final draw."""
-    out = torch.zeros_like(p)
-    reach, residual = 1.0, p
-    for x in candidates:
-        accept, rest = hdlib.sampling.reject_step(residual, x)  # looked up at call time: patchable
-        out[x] += reach * accept
-        reach *= 1 - accept
-        if reach == 0:
-            return out
-        residual = rest
-    return out + reach * residual / residual.sum()
 
 
 distributions = st.lists(st.floats(0, 1), min_size=V, max_size=V).filter(lambda xs: sum(xs) > 1e-3)
@@ -65,15 +57,27 @@ def test_the_acceptance_rule_emits_exactly_the_target_distribution(weights, cand
     torch.testing.assert_close(got, p / p.sum(), rtol=0, atol=1e-12)
 
 
-def accept_everything(residual: torch.Tensor, token: int) -> tuple[float, torch.Tensor]:
-    return 1.0, residual.clone()
-
-
-def test_negative_control_accepting_every_draft_is_caught_by_the_enumeration(monkeypatch):
-    monkeypatch.setattr(hdlib.sampling, "reject_step", accept_everything)
+def test_negative_control_accepting_every_draft_is_caught_by_the_enumeration():
     p = torch.tensor([0.5, 0.3, 0.2], dtype=torch.float64)
     with pytest.raises(AssertionError):
-        torch.testing.assert_close(outcome_distribution(p, [2]), p, rtol=0, atol=1e-12)
+        torch.testing.assert_close(outcome_distribution(p, [2], accept_every_draft), p, rtol=0, atol=1e-12)
+
+
+def test_each_trial_says_how_likely_it_was_reached_and_accepted():
+    p = torch.tensor([0.5, 0.3, 0.2], dtype=torch.float64)
+    trials, final = node_trials(p, [1, 0])
+    assert [(t.token, t.reach, t.accept) for t in trials] == [(1, 1.0, pytest.approx(0.3)), (0, pytest.approx(0.7), pytest.approx(0.5 / 0.7))]
+    torch.testing.assert_close(trials[1].residual, torch.tensor([0.5, 0.0, 0.2], dtype=torch.float64) / 0.7)
+    torch.testing.assert_close(final, torch.tensor([0.0, 0.0, 1.0], dtype=torch.float64))
+
+
+def test_drawn_outcomes_pass_the_chi_square_test_and_a_broken_rule_fails_it():
+    p = torch.tensor([0.4, 0.25, 0.2, 0.1, 0.05], dtype=torch.float64)
+    exact = {i: float(q) for i, q in enumerate(p)}
+    fair = sample_outcomes(p, [3, 1], n=4000, seed=1)
+    assert sum(fair.values()) == 4000 and chi_square_p_value(fair, exact) > 1e-3
+    broken = sample_outcomes(p, [3, 1], n=4000, seed=1, rule=accept_every_draft)
+    assert broken == {3: 4000} and chi_square_p_value(broken, exact) < 1e-6
 
 
 # --- the warpers ----------------------------------------------------------------------------------
@@ -170,26 +174,6 @@ class LikelyTier(DraftTier):
         return [tuple(chain), (order[1],), (order[-1],)]
 
 
-def chi_square_p_value(samples: Counter[tuple[int, ...]], joint: dict[tuple[int, ...], float]) -> float:
-    """Pearson's test; cells expecting fewer than 5 samples are pooled into one."""
-    n = sum(samples.values())
-    assert abs(sum(joint.values()) - 1) < 1e-9
-    assert set(samples) <= {s for s, p in joint.items() if p > 0}, "a sequence of probability 0 was drawn"
-    stat, pooled_o, pooled_e, cells = 0.0, 0, 0.0, 0
-    for seq, p in joint.items():
-        expected = n * p
-        if expected < 5:
-            pooled_o, pooled_e = pooled_o + samples[seq], pooled_e + expected
-            continue
-        stat += (samples[seq] - expected) ** 2 / expected
-        cells += 1
-    if pooled_e > 0:
-        stat += (pooled_o - pooled_e) ** 2 / pooled_e
-        cells += 1
-    dof = torch.tensor((cells - 1) / 2, dtype=torch.float64)
-    return float(torch.special.gammaincc(dof, torch.tensor(stat / 2, dtype=torch.float64)))
-
-
 def sample_answers(
     warp: Warp, tiers: str, budget: int | str, n: int, model=None, n_new: int = N_NEW, eos: int | None = None
 ) -> Counter[tuple[int, ...]]:
@@ -246,13 +230,13 @@ def test_hd_samples_five_tokens_deep_and_through_an_end_token_exactly(eos):
 
 
 def test_negative_control_accepting_every_draft_fails_the_deep_chi_square_test(monkeypatch):
-    monkeypatch.setattr(hdlib.sampling, "reject_step", accept_everything)
+    monkeypatch.setattr(hdlib.sampling, "reject_step", accept_every_draft)
     p = chi_square_p_value(sample_answers(DEEP, "L", 8, n=1000, n_new=5), exact_joint(DEEP, 5))
     assert p < 1e-6
 
 
 def test_negative_control_accepting_every_draft_fails_the_chi_square_test(monkeypatch):
-    monkeypatch.setattr(hdlib.sampling, "reject_step", accept_everything)
+    monkeypatch.setattr(hdlib.sampling, "reject_step", accept_every_draft)
     warp = Warp(1.0)
     p = chi_square_p_value(sample_answers(warp, "L", 8, n=1000), exact_joint(warp))
     assert p < 1e-6

@@ -13,13 +13,16 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 from oracle import OracleTier
 from tiny import VOCAB, save_tiny
 
 import hdlib
 from hdlib import viz
+from hdlib.budget import ForwardProfile
 from hdlib.drafter import Drafter
 from hdlib.errors import HDError
+from hdlib.sampling import accept_every_draft, node_trials, sample_outcomes
 from hdlib.tiers import BONUS, ContextSettings, ContextTier, Tier
 from hdlib.tiers.context import continuation
 from hdlib.tiers.model import ModelTier
@@ -549,3 +552,34 @@ def test_prompt_choices_reads_the_project_prompt_set():
     path = Path(hdlib.__file__).resolve().parents[1] / "data" / "prompts" / "prompts.jsonl"
     assert len(choices) == len(path.read_text().strip().splitlines())
     assert all(text.strip() for text in choices.values())
+
+
+# The cost model and sampling at one node -----------------------------------------------------------
+
+
+def test_cost_points_weigh_each_steps_drafts_with_the_profile():
+    gen = hand_trace()  # steps drafting 5, 2 and 0 nodes; no engine time; 6 tokens in 3 steps
+    linear = ForwardProfile(tuple(1.0 + 0.1 * k for k in range(64)), 0, "test")  # f(1 + k) = 1 + 0.1 k
+    assert list(viz.break_even(linear, [0, 5, 10])) == pytest.approx([1.0, 1.5, 2.0])
+    (point,) = viz.cost_points({"hd": gen}, linear)
+    assert point.nodes == pytest.approx(7 / 3) and point.mat == 2.0
+    assert point.break_even == pytest.approx((1.5 + 1.2 + 1.0) / 3)
+    assert point.speedup_here == pytest.approx(2.0 / point.break_even)  # MAT x f(1) / mean f(1 + k)
+    assert point.speedup_flat == pytest.approx(2.0)
+    fig = viz.cost_figure(linear, [point])
+    line = fig.data[0]
+    assert list(line.y[:3]) == pytest.approx([1.0, 1.1, 1.2]) and (fig.data[2].x[0], fig.data[2].y[0]) == (point.nodes, 2.0)
+    assert list(fig.data[3].y) == pytest.approx([point.speedup_here, point.speedup_flat])
+
+
+def test_the_trials_and_outcome_figures_show_the_rule():
+    p = torch.tensor([0.5, 0.3, 0.2], dtype=torch.float64)
+    trials, final = node_trials(p, [1, 0])
+    fig = viz.trials_figure(p, trials, final, label=lambda t: f"t{t}")
+    assert len(fig.data) == 4  # the distribution, two trials, the final draw
+    assert "accept with p = 0.30" in fig.layout.annotations[1].text
+    assert list(fig.data[3].y) == pytest.approx([0.0, 0.0, 1.0])  # t0, t1 rejected: only t2 is left
+    runs = {"HD": sample_outcomes(p, [1, 0], 2000, seed=3), "broken": sample_outcomes(p, [1, 0], 2000, rule=accept_every_draft)}
+    out = viz.outcomes_figure(p, runs)
+    assert [t.name.split(":")[0] for t in out.data] == ["exact", "HD", "broken"]
+    assert out.data[2].marker.color == "#D55E00" and out.data[1].marker.color != "#D55E00"  # the broken rule fails

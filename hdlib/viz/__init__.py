@@ -6,6 +6,7 @@ viz.draft_tree_figure(gen.steps[3])    # the drafts of one step, the accepted pa
 viz.StepThrough(lm)                    # the whole step-through GUI
 """
 
+from hdlib.viz.cost import CostPoint, break_even, cost_figure, cost_points
 from hdlib.viz.lookup import (
     TierDraft,
     drafter_tree,
@@ -22,6 +23,7 @@ from hdlib.viz.mechanics import (
     showcase_step,
     step_buffers,
 )
+from hdlib.viz.sampling import outcomes_figure, trials_figure
 from hdlib.viz.trace import (
     answer_pieces,
     compare_figure,
@@ -37,6 +39,7 @@ from hdlib.viz.trace import (
 from hdlib.viz.widgets import Settings, StepMechanics, StepThrough, TraceCache, prompt_choices, summary_html
 
 __all__ = [
+    "CostPoint",
     "Settings",
     "StepMechanics",
     "StepThrough",
@@ -44,14 +47,18 @@ __all__ = [
     "TraceCache",
     "answer_pieces",
     "attention_mask_figure",
+    "break_even",
     "cache_compaction_figure",
     "compaction",
     "compare_figure",
+    "cost_figure",
+    "cost_points",
     "draft_tree_figure",
     "drafter_tree",
     "figure_tiers",
     "lookup_latency",
     "lookup_latency_figure",
+    "outcomes_figure",
     "position_ids_figure",
     "prompt_choices",
     "showcase_step",
@@ -64,5 +71,6 @@ __all__ = [
     "token_figure",
     "token_labeller",
     "token_layout",
+    "trials_figure",
     "tree_layout",
 ]

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import plotly.graph_objects as go
 
-from hdlib.bench import BenchResults, MethodResult, Results, fairness_line, split_budget
+from hdlib.bench import BenchResults, MethodResult, OrderComparison, Results, fairness_line, split_budget
 from hdlib.databases import find_tier, known_tiers
 from hdlib.store import write_text_atomic
 from hdlib.tiers import BONUS, DEFAULT_TIERS, Tier
@@ -148,6 +148,35 @@ def order_ablation_figure(results: Results) -> go.Figure:
     fig.update_layout(showlegend=False, height=max(300, 40 + 28 * len(names)))
     fig.update_layout(title="Tier order ablation: speedup by order (first tier's colour)", xaxis_title="speedup (x)")
     fig.update_layout(template="plotly_white")
+    return fig
+
+
+def order_comparison_figure(comparison: OrderComparison, reference: str = "paper") -> go.Figure:
+    """Each order of a run against the reference (the paper's speedups), one dot in its first
+    tier's colour, with the rank correlations in the title; a rising line of dots is agreement."""
+    orders = comparison.orders
+    fig = go.Figure(
+        go.Scatter(
+            x=[comparison.reference[o] for o in orders],
+            y=[comparison.speedups[o] for o in orders],
+            mode="markers+text",
+            text=orders,
+            textposition="top center",
+            marker={"size": 12, "color": [tier_color(o[0]) for o in orders]},
+            hovertemplate="%{text}: " + reference + " %{x:.2f}x, here %{y:.2f}<extra></extra>",
+        )
+    )
+    fig.update_layout(
+        title=(
+            f"orders here against the {reference}: Spearman {comparison.spearman:.2f}, Kendall {comparison.kendall:.2f} "
+            f"({len(orders)} orders)"
+        ),
+        xaxis_title=f"{reference}'s speedup",
+        yaxis_title=f"{'MAT' if comparison.metric == 'mat' else comparison.metric} here",
+        template="plotly_white",
+        height=420,
+        showlegend=False,
+    )
     return fig
 
 
