@@ -16,7 +16,8 @@ import os
 import shutil
 import sys
 import tempfile
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -156,23 +157,24 @@ def load_model(
         raise HDError(f"prepack must be one of {', '.join(PREPACK_CHOICES)}, got {prepack!r}")
     chosen_device, chosen_dtype = get_device(device), _resolve_dtype(dtype)
     folder = Path(name_or_path).expanduser()
-    if name_or_path in PACKAGED:
-        source: str | Path = _packaged_folder(name_or_path, PACKAGED[name_or_path])
-        advice = f"the cached conversion {source} is unreadable: delete that folder and load again"
-    elif folder.is_dir():
-        source, advice = folder, f"'{folder}' is not a model folder written by save_pretrained"
-    else:
-        source = name_or_path
-        advice = (
-            f"it is not a packaged name ({', '.join(PACKAGED)}), not a local folder, and the Hugging Face "
-            "Hub did not provide it (are you offline? check the id, or pass a folder from save_pretrained)"
-        )
-    try:
-        tokenizer = AutoTokenizer.from_pretrained(str(source))
-        model = AutoModelForCausalLM.from_pretrained(str(source), dtype=chosen_dtype, attn_implementation="sdpa")
-    except (OSError, ValueError) as error:  # how transformers and huggingface_hub report missing models
-        reason = " ".join(str(error).split())[:300]
-        raise HDError(f"cannot load model '{name_or_path}': {advice}; reason: {reason}") from error
+    with _progress_bars_off():  # the conversion's and the loading's ("Loading weights") bars
+        if name_or_path in PACKAGED:
+            source: str | Path = _packaged_folder(name_or_path, PACKAGED[name_or_path])
+            advice = f"the cached conversion {source} is unreadable: delete that folder and load again"
+        elif folder.is_dir():
+            source, advice = folder, f"'{folder}' is not a model folder written by save_pretrained"
+        else:
+            source = name_or_path
+            advice = (
+                f"it is not a packaged name ({', '.join(PACKAGED)}), not a local folder, and the Hugging Face "
+                "Hub did not provide it (are you offline? check the id, or pass a folder from save_pretrained)"
+            )
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(str(source))
+            model = AutoModelForCausalLM.from_pretrained(str(source), dtype=chosen_dtype, attn_implementation="sdpa")
+        except (OSError, ValueError) as error:  # how transformers and huggingface_hub report missing models
+            reason = " ".join(str(error).split())[:300]
+            raise HDError(f"cannot load model '{name_or_path}': {advice}; reason: {reason}") from error
     model.to(chosen_device).eval()
     prepack_linears(model, prepack)
     return LoadedModel(
@@ -184,6 +186,18 @@ def load_model(
         context_length=int(model.config.max_position_embeddings),
         fingerprint=tokenizer_fingerprint(tokenizer),
     )
+
+
+@contextmanager
+def _progress_bars_off() -> Iterator[None]:
+    """transformers' tqdm bars off, then back as they were: in a notebook each would stay in the output."""
+    was_on = transformers.utils.logging.is_progress_bar_enabled()
+    transformers.utils.logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if was_on:
+            transformers.utils.logging.enable_progress_bar()
 
 
 def _resolve_dtype(dtype: torch.dtype | str | None) -> torch.dtype:

@@ -15,6 +15,7 @@ from pathlib import Path
 import huggingface_hub.constants
 import pytest
 import torch
+import transformers
 from tiny import WORDS, save_tiny, tiny_tokenizer
 from transformers import LlamaForCausalLM
 
@@ -76,6 +77,21 @@ def test_local_folder_loads_with_everything_a_decoder_needs(tmp_path):
     # config and tokenizer say 1, the generation config adds 11, the chat template ends turns with 4
     assert lm.eos_token_ids == frozenset({1, 11, 4})
     assert re.fullmatch(r"[0-9a-f]{16}", lm.fingerprint)
+
+
+@pytest.mark.parametrize("bars_on", [True, False])
+def test_loading_draws_no_progress_bar_and_leaves_the_setting_as_it_was(tmp_path, capfd, bars_on):
+    """transformers' "Loading weights" bar would stay in the output of every notebook that loads a model."""
+    folder = save_tiny(tmp_path)
+    bars = transformers.utils.logging
+    (bars.enable_progress_bar if bars_on else bars.disable_progress_bar)()
+    capfd.readouterr()
+    try:
+        load_model(str(folder), device="cpu")
+        assert "Loading weights" not in capfd.readouterr().err
+        assert bars.is_progress_bar_enabled() == bars_on
+    finally:
+        bars.enable_progress_bar()
 
 
 def test_encode_prompt_and_decode(tmp_path):

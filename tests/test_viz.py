@@ -8,13 +8,16 @@ tier, so that every tier's tokens can appear.
 
 from __future__ import annotations
 
+import dataclasses
 import html
 from pathlib import Path
 
 import numpy as np
+import plotly.graph_objects as go
 import pytest
 import torch
 from oracle import OracleTier
+from plotly.basedatatypes import Undefined
 from tiny import VOCAB, save_tiny
 
 import hdlib
@@ -152,12 +155,13 @@ def test_draft_tree_figure_tiers_accepted_path_and_bonus():
         assert ringed == set(step.accepted_nodes) & set(nodes)
         for node, hover in zip(nodes, trace.hovertext):
             assert f"token {tree.tokens[node]} " in hover
-    # The thick path runs root -> node 1 -> node 2 -> the bonus token.
-    xy = viz.tree_layout(tree)
+    # The thick path runs root -> node 1 -> node 2 -> the bonus token, node 2's last child.
+    xy = viz.tree_layout(tree, bonus_after=2)
     path = trace_of(fig, "accepted path")
     points = [(x, y) for x, y in zip(path.x, path.y) if x is not None]
     bonus = trace_of(fig, "bonus")
-    assert set(points) == {xy[0], xy[1], xy[2], (bonus.x[0], bonus.y[0])}
+    assert (bonus.x[0], bonus.y[0]) == xy[-1]
+    assert set(points) == {xy[0], xy[1], xy[2], xy[-1]}
     assert int(bonus.customdata[0][1]) == step.tokens[-1] == 9
     edges = trace_of(fig, "drafts")
     assert sum(x is None for x in edges.x) == len(tree) - 1
@@ -170,6 +174,130 @@ def test_draft_tree_figure_without_a_bonus_when_an_end_token_cut_the_step():
     assert len(trace_of(fig, "bonus").x) == 0
     bare = viz.draft_tree_figure(step.tree)  # a bare tree: no path at all
     assert len(trace_of(bare, "accepted path").x) == 0
+
+
+def test_labels_escape_only_what_plotly_reads():
+    assert viz.trace.show('"') == '"'  # html.escape's &quot; would be drawn as written
+    assert viz.trace.show(" <b>bold & more") == "&lt;b&gt;bold &amp; more"  # no markup from a token
+    step = Step(0, 6, 8, first_tree(), (0, 1), (1, 3), (C, T), times(0.1))
+    fig = viz.draft_tree_figure(step, label={7: "say", 1: '"', 2: "'", 3: "<b>", 4: "&", 5: "x"}.get)
+    texts = {text for trace in fig.data for text in trace.text or ()}
+    assert {'"', "'", "&lt;b&gt;", "&amp;"} <= texts
+    assert trace_of(fig, "bonus").hovertext[0].startswith("token 3 '&lt;b&gt;'")
+    quote = Step(0, 1, 8, first_tree(), (0, 1), (1,), (C,), times(0.1))
+    gen = Generation([7], [1], [quote], "max_new_tokens", 0.1, 0.0, pieces=['"'])
+    (hover,) = trace_of(viz.token_figure(gen), "context").hovertext
+    assert hover.startswith("""token 1 '"'""")
+
+
+def test_the_bonus_token_has_a_row_of_its_own():
+    """Labels sit above their nodes, so two nodes of one depth less than a row apart overlap."""
+    step = hand_trace().steps[0]  # the bonus follows node 2, whose child node 3 drafted a wrong token
+    fig = viz.draft_tree_figure(step, label=lambda t: f"w{t}")
+    points = [(x, y) for trace in fig.data if trace.mode == "markers+text" for x, y in zip(trace.x, trace.y)]
+    assert len(points) == len(step.tree) + 1
+    for k, (x, y) in enumerate(points):
+        assert all(abs(y - y2) >= 1 for x2, y2 in points[k + 1 :] if x2 == x)
+    rows = 1 - min(y for _, y in points)
+    assert fig.layout.yaxis.range[0] <= -(rows - 1) - 0.5
+
+
+def test_token_figure_is_as_high_as_the_lines_shown():
+    gen = hand_trace()  # "a b" on line 0; "\n" ends it; "c d e" on line 1
+    first, full = viz.token_figure(gen, step=0), viz.token_figure(gen)
+    assert first.layout.height == 22 * 1 + 70 and full.layout.height == 22 * 2 + 70
+    for fig, lines in ((first, 1), (full, 2)):  # 22 px a line at any height, line 0 at the same place
+        low, high = fig.layout.yaxis.range
+        assert high - low == lines and high == 0.5
+
+
+def alike_steps() -> Generation:
+    """Two steps whose figures have the same traces: the widgets update those in place."""
+    a, b = DraftTree(root=7), DraftTree(root=9)
+    a.add([1, 2, 3], C, 10, 10)
+    a.add([1, 4], M, 10, 10)
+    b.add([6, 8], C, 10, 10)
+    b.add([5], M, 10, 10)
+    steps = [
+        Step(0, 6, 8, a, (0, 1, 2), (1, 2, 9), (C, C, T), times(0.2)),
+        Step(1, 9, 8, b, (0, 1), (6, 3), (C, T), times(0.3)),
+    ]
+    return Generation([10, 11, 12, 13, 14, 7], [1, 2, 9, 6, 3], steps, "max_new_tokens", 0.75, 0.15, tier_order=[C, M])
+
+
+def sent_to_the_browser(widget) -> list:
+    """Records the messages `widget` sends its views (and the browser's copy of the figure)."""
+    sent = []
+
+    def record(name: str) -> None:
+        send = getattr(widget, name)
+
+        def recording(*args, **kwargs):
+            sent.append((name, args, kwargs))
+            return send(*args, **kwargs)
+
+        setattr(widget, name, recording)
+
+    for kind in ("addTraces", "deleteTraces", "restyle", "relayout", "update"):
+        record(f"_send_{kind}_msg")
+    return sent
+
+
+def holds_undefined(value) -> bool:
+    if value is Undefined:
+        return True
+    if isinstance(value, dict):
+        return any(holds_undefined(v) for v in value.values())
+    return isinstance(value, (list, tuple)) and any(holds_undefined(v) for v in value)
+
+
+def without_uids(fig) -> dict:
+    out = fig.to_dict()
+    for trace in out["data"]:
+        trace.pop("uid", None)
+    return out
+
+
+def test_sync_figure_sends_no_undefined_and_ends_equal_to_the_new_figure():
+    """A batch_update sent plotly's undefined as the `marker` of the tree's edge lines; the browser kept
+    `marker: undefined`, and a view drawn after that crashed in newPlot (notebook 05: no tree). And a
+    reloaded page drew every figure of a widget empty: the synced state was still the one at creation."""
+    gen = alike_steps()
+    figures = {
+        "tree": [viz.draft_tree_figure(s) for s in (*gen.steps, gen.steps[0])],
+        "tokens": [viz.token_figure(gen, k) for k in (1, 0, 1)],
+        "steps": [viz.tier_steps_figure(gen, k) for k in (0, 1)],  # bars and a line: different properties
+    }
+    for kind, figs in figures.items():
+        widget = go.FigureWidget()
+        sent = sent_to_the_browser(widget)
+        for fig in figs:
+            uids = [t.uid for t in widget.data]
+            viz.sync_figure(widget, fig)
+            assert without_uids(widget) == without_uids(fig), kind
+            assert [s.to_plotly_json() for s in widget.layout.shapes] == [s.to_plotly_json() for s in fig.layout.shapes]
+            assert not holds_undefined(sent), kind
+            state = widget.to_plotly_json()  # what a page connecting later (a reload) is sent: not the empty start
+            assert (widget._widget_data, widget._widget_layout) == (state["data"], state["layout"]), kind
+            lines = [t for t in widget.data if getattr(t, "mode", None) == "lines"]
+            assert all("marker" not in t.to_plotly_json() for t in lines), kind
+            if uids and kind == "tree":
+                assert [t.uid for t in widget.data] == uids  # lined up: updated in place, not rebuilt
+        assert sent, kind
+
+
+def test_sync_figure_replaces_the_traces_when_the_legend_changes():
+    """plotly.js gives a legend entry that comes to stand for another trace the old trace's colour
+    (in a text trace's "Aa" swatch): the context tier showing up at step 1 had the model's colour."""
+    gen = alike_steps()
+    widget = go.FigureWidget()
+    viz.sync_figure(widget, viz.token_figure(gen, 0))  # context and bonus tokens; model: none
+    uids = [t.uid for t in widget.data]
+    viz.sync_figure(widget, viz.token_figure(gen, 1))  # the same legend: in place
+    assert [t.uid for t in widget.data] == uids
+    viz.sync_figure(widget, viz.token_figure(hand_trace(), 1))  # the same traces; model tokens enter the legend
+    assert not set(uids) & {t.uid for t in widget.data}
+    assert [t.textfont.color for t in widget.data] == [C.color, M.color, T.color]
 
 
 def test_tier_steps_figure_counts_tokens_per_tier_per_step():
@@ -547,6 +675,20 @@ def test_step_mechanics_follow_the_slider(lm, truths):
         ]
 
 
+def test_descriptions_longer_than_the_default_width_get_room(view):
+    """ipywidgets cuts a description past its default width (about 8 characters): "temperat\u2026"."""
+
+    def walk(w):
+        yield w
+        for child in getattr(w, "children", ()):
+            yield from walk(child)
+
+    boxes = list(view.tier_boxes.values())  # a checkbox's description is beside it, never cut
+    long = [w for w in walk(view.widget) if w not in boxes and len(getattr(w, "description", "")) > 8]
+    assert view.temperature in long
+    assert all(w.style.description_width == "initial" for w in long)
+
+
 def test_prompt_choices_reads_the_project_prompt_set():
     choices = viz.prompt_choices()
     path = Path(hdlib.__file__).resolve().parents[1] / "data" / "prompts" / "prompts.jsonl"
@@ -583,3 +725,18 @@ def test_the_trials_and_outcome_figures_show_the_rule():
     out = viz.outcomes_figure(p, runs)
     assert [t.name.split(":")[0] for t in out.data] == ["exact", "HD", "broken"]
     assert out.data[2].marker.color == "#D55E00" and out.data[1].marker.color != "#D55E00"  # the broken rule fails
+
+
+def test_the_tree_marks_each_rejection_with_what_the_model_wanted():
+    step = hand_trace().steps[0]  # accepted 0 -> 1 -> 2, then the bonus token 9
+    record = dataclasses.replace(
+        step, choices=(1, 2, 9, 0, 0, 0), choice_probs=(0.9, 0.8, 0.7, 0.5, 0.5, 0.5), accept_probs=(1.0, 1.0, 1.0, 0.0, 0.0, 0.0)
+    )
+    assert record.rejected() == [3, 4, 5]  # tried (their parents were reached) and refused
+    fig = viz.draft_tree_figure(record, label=lambda t: f"w{t}")
+    crossed = trace_of(fig, "rejected")
+    assert [int(c[0]) for c in crossed.customdata] == [3, 4, 5] and list(crossed.text) == ["\u2192 w9", "\u2192 w2", "\u2192 w1"]
+    hover = {int(c[0]): h for t in fig.data if t.customdata for c, h in zip(t.customdata, t.hovertext)}
+    assert "rejected: the model wanted 2 'w2' after its parent" in hover[4] and "probability of acceptance: 0.00" in hover[4]
+    assert "the model's choice after it: 9 'w9' (p 0.70)" in hover[2] and "rejected" not in hover[2]
+    assert len(trace_of(viz.draft_tree_figure(step), "rejected").x) == 0  # a record without them marks nothing

@@ -178,7 +178,8 @@ def cache_compaction_figure(step: Step, past_shown: int = 4, label: TokenLabel |
             return f"cached token at position {slot}"
         node = slot - past
         tier = tier_name(tree.tiers[node])
-        return f"node {node}: token {tree.tokens[node]} {html.escape(repr(label(tree.tokens[node])))} ({tier})"
+        token = tree.tokens[node]
+        return f"node {node}: token {token} {html.escape(repr(label(token)), quote=False)} ({tier})"
 
     def text(slot: int) -> str:
         return "past" if slot < past else show(label(tree.tokens[slot - past]))
@@ -208,9 +209,9 @@ def cache_compaction_figure(step: Step, past_shown: int = 4, label: TokenLabel |
     )
     fig.add_vline(x=shown - 0.5, line={"color": "#333333", "width": 2})
     fig.update_layout(
-        title=(
-            f"cache compaction: {n} tree entries appended, {len(kept)} kept "
-            f"(the accepted path {list(step.accepted_nodes)}); red: dropped"
+        title=(  # two lines: one would run past the figure's edge for a long accepted path
+            f"cache compaction: {n} tree entries appended, {len(kept)} kept<br>"
+            f"<sup>the accepted path {list(step.accepted_nodes)}; red: dropped</sup>"
         ),
         xaxis={
             "title": "cache slot",
@@ -219,8 +220,8 @@ def cache_compaction_figure(step: Step, past_shown: int = 4, label: TokenLabel |
             "tickangle": -60,
         },
         yaxis={"autorange": "reversed"},
-        height=260,
-        margin={"l": 10, "r": 10, "t": 50, "b": 10},
+        height=280,
+        margin={"l": 10, "r": 10, "t": 70, "b": 10},
     )
     fig.update_traces(textfont={"color": "#222222"})
     return fig

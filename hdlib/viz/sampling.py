@@ -17,9 +17,7 @@ import torch
 from plotly.subplots import make_subplots
 
 from hdlib.sampling import Trial, chi_square_p_value
-from hdlib.viz.trace import ACCEPTED_COLOR, RUN_COLORS, TokenLabel, bracket_label
-
-REJECTED_COLOR = "#D55E00"
+from hdlib.viz.trace import ACCEPTED_COLOR, REJECTED_COLOR, RUN_COLORS, TokenLabel, bracket_label
 
 
 def trials_figure(

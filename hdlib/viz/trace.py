@@ -26,6 +26,7 @@ from hdlib.tree import DraftTree
 TokenLabel = Callable[[int], str]
 ROOT_COLOR = "#000000"
 ACCEPTED_COLOR = "#E69F00"  # Okabe-Ito orange: the accepted path, apart from every tier colour
+REJECTED_COLOR = "#D55E00"  # Okabe-Ito vermillion: a draft the model refused
 RUN_COLORS = ("#000000", "#E69F00", "#56B4E9", "#D55E00", "#F0E442")
 FONT = "Menlo, Consolas, 'DejaVu Sans Mono', monospace"
 
@@ -57,9 +58,11 @@ def answer_pieces(gen: Generation, label: TokenLabel | None = None) -> list[str]
 
 
 def show(text: str) -> str:
-    """A piece as one visible label: line breaks and tabs drawn, outer spaces dropped."""
+    """A piece as one visible label: line breaks and tabs drawn, outer spaces dropped. Escaped for
+    plotly's text, which reads tags (`<b>`) and only the entities of `&`, `<` and `>`: a quote stays
+    a quote (html.escape's `&quot;` would be drawn as written)."""
     shown = text.replace("\n", "\u21b5").replace("\t", "\u21e5").strip()
-    return html.escape(shown) if shown else "\u2423" if text else "\u00b7"
+    return html.escape(shown, quote=False) if shown else "\u2423" if text else "\u00b7"
 
 
 # Answer tokens ---------------------------------------------------------------------------------
@@ -90,7 +93,7 @@ def token_figure(
     the model's colour). With `step`, only the tokens of steps 0..step, those of `step` boxed.
     Hover: token id, text, tier, step. One trace per tier, in `figure_tiers` order."""
     pieces = answer_pieces(gen, label)
-    places, n_lines = token_layout(pieces, width)  # of the whole answer: nothing moves as steps go by
+    places, _ = token_layout(pieces, width)  # of the whole answer: nothing moves as steps go by
     last = len(gen.steps) - 1 if step is None else min(step, len(gen.steps) - 1)
     tiers = figure_tiers(gen)
     by_tier: dict[Tier, list[tuple[int, int, str, int, int]]] = {t: [] for t in tiers}
@@ -120,6 +123,7 @@ def token_figure(
                 hoverinfo="text",
             )
         )
+    lines = max((places[k][1] for k in range(i)), default=0) + 1
     title = f"answer after step {last}" if step is not None else "answer"
     fig.update_layout(
         title=f"{title}: {i} of {len(gen.tokens)} tokens",
@@ -136,8 +140,9 @@ def token_figure(
             for c, line, n in boxes
         ],
         xaxis={"visible": False, "range": [-1, width + 2]},
-        yaxis={"visible": False, "range": [-n_lines + 0.3, 0.7]},
-        height=max(160, 22 * n_lines + 110),
+        # 22 px a line, as many lines as the tokens shown fill: a line keeps its place as steps add lines.
+        yaxis={"visible": False, "range": [-lines + 0.5, 0.5]},
+        height=22 * lines + 70,
         width=8 * width + 80,
         plot_bgcolor="white",
         legend={"orientation": "h", "y": 1.0, "yanchor": "bottom", "x": 1, "xanchor": "right"},
@@ -147,21 +152,28 @@ def token_figure(
 
 
 def _token_hover(token: int, piece: str, tier: Tier, step: int) -> str:
-    return f"token {token} {html.escape(repr(piece))}<br>tier: {tier_name(tier)}<br>step {step}"
+    return f"token {token} {_hover_text(piece)}<br>tier: {tier_name(tier)}<br>step {step}"
+
+
+def _hover_text(piece: str) -> str:
+    """A piece in hover text: its repr, escaped as `show` escapes."""
+    return html.escape(repr(piece), quote=False)
 
 
 # The draft tree of one step ----------------------------------------------------------------------
 
 
-def tree_layout(tree: DraftTree) -> list[tuple[float, float]]:
+def tree_layout(tree: DraftTree, bonus_after: int | None = None) -> list[tuple[float, float]]:
     """(x, y) of every node: x its depth, leaves one row apart in the drafter's order, a parent
-    centred on its children."""
-    y = [0.0] * len(tree)
+    centred on its children. With `bonus_after`, one more leaf under that node after its children
+    (the bonus token: a row of its own, so that its label covers no other), its (x, y) last."""
+    n = len(tree)
+    y = [0.0] * (n + 1)
     next_row = 0
 
     def place(node: int) -> float:
         nonlocal next_row
-        kids = tree.children(node)
+        kids = (tree.children(node) if node < n else []) + ([n] if node == bonus_after else [])
         if not kids:
             y[node] = float(next_row)
             next_row += 1
@@ -171,7 +183,8 @@ def tree_layout(tree: DraftTree) -> list[tuple[float, float]]:
         return y[node]
 
     place(0)
-    return [(float(tree.depths[i]), -y[i]) for i in range(len(tree))]
+    xy = [(float(tree.depths[i]), -y[i]) for i in range(n)]
+    return xy if bonus_after is None else [*xy, (float(tree.depths[bonus_after] + 1), -y[n])]
 
 
 def draft_tree_figure(
@@ -186,7 +199,10 @@ def draft_tree_figure(
 
     Traces, in order: edges, accepted edges, root, one per tier of `tiers` (default: the tree's, in
     the order they drafted; pass the generation's to keep the traces alike from step to step),
-    bonus. Every node's customdata is [node, token id, tier]."""
+    rejected, bonus. Every node's customdata is [node, token id, tier]. A step's record says what
+    the model wanted after every node: each node's hover says it, and each rejection (a node tried
+    and refused) is crossed out with the token the model wanted instead."""
+    record = step if isinstance(step, Step) else None
     if isinstance(step, Step):
         tree, title = step.tree, f"step {step.index}: {step.tree.n_drafted} drafted, {len(step.tokens)} emitted"
         accepted = step.accepted_nodes if accepted is None else accepted
@@ -197,7 +213,7 @@ def draft_tree_figure(
         tree, title = step, f"draft tree: {step.n_drafted} draft tokens"
     label = label or bracket_label
     on_path = set(accepted or ())
-    xy = tree_layout(tree)
+    xy = tree_layout(tree, accepted[-1] if accepted and bonus is not None else None)
 
     def edges(pairs: list[tuple[tuple[float, float], tuple[float, float]]]) -> tuple[list, list]:
         xs, ys = [], []
@@ -210,9 +226,8 @@ def draft_tree_figure(
     path_edges = [(xy[tree.parents[i]], xy[i]) for i in range(1, len(tree)) if i in on_path]
     bonus_xy = None
     if accepted and bonus is not None:
-        end = xy[accepted[-1]]
-        bonus_xy = (end[0] + 1, end[1] - 0.45)  # between rows, so it never covers a drafted node
-        path_edges.append((end, bonus_xy))
+        bonus_xy = xy[-1]  # the last child of the path's end, in a row of its own
+        path_edges.append((xy[accepted[-1]], bonus_xy))
     fig = go.Figure()
     for name, pairs, style in (
         ("drafts", all_edges, {"color": "#BBBBBB", "width": 1}),
@@ -242,11 +257,29 @@ def draft_tree_figure(
                 textposition="top center",
                 textfont={"family": FONT, "size": 11},
                 customdata=[[i, tree.tokens[i], tier_name(tier)] for i in nodes],
-                hovertext=[_node_hover(tree, i, label, i in on_path) for i in nodes],
+                hovertext=[_node_hover(tree, i, label, i in on_path, record) for i in nodes],
                 hoverinfo="text",
                 showlegend=bool(nodes),
             )
         )
+    refused = record.rejected() if record is not None and record.choices is not None else []
+    wanted = [record.choices[tree.parents[i]] for i in refused] if record is not None and refused else []
+    fig.add_trace(
+        go.Scatter(
+            name="rejected",
+            x=[xy[i][0] for i in refused],
+            y=[xy[i][1] for i in refused],
+            mode="markers+text",
+            marker={"symbol": "x-thin", "size": 13, "line": {"color": REJECTED_COLOR, "width": 2}, "color": REJECTED_COLOR},
+            text=[f"\u2192 {show(label(w))}" for w in wanted],
+            textposition="bottom center",
+            textfont={"family": FONT, "size": 9, "color": REJECTED_COLOR},
+            customdata=[[i, w, "rejected"] for i, w in zip(refused, wanted)],
+            hovertext=[_node_hover(tree, i, label, False, record) for i in refused],
+            hoverinfo="text",
+            showlegend=bool(refused),
+        )
+    )
     fig.add_trace(
         go.Scatter(
             name=tier_name(BONUS),
@@ -255,16 +288,16 @@ def draft_tree_figure(
             mode="markers+text",
             marker={"color": BONUS.color, "size": 14, "symbol": "diamond"},
             text=[show(label(bonus))] if bonus_xy else [],
-            textposition="bottom center",
+            textposition="top center",
             textfont={"family": FONT, "size": 11},
             customdata=[[-1, bonus, tier_name(BONUS)]] if bonus_xy else [],
-            hovertext=[f"token {bonus} {html.escape(repr(label(bonus)))}<br>bonus: the model's own token"] if bonus_xy else [],
+            hovertext=[f"token {bonus} {_hover_text(label(bonus))}<br>bonus: the model's own token"] if bonus_xy else [],
             hoverinfo="text",
             showlegend=bonus_xy is not None,
         )
     )
     depth = max(tree.depths) + (1 if bonus_xy else 0)
-    rows = max(1, len(tree.leaves()))
+    rows = 1 - round(min(y for _, y in xy))  # the leaves, the bonus token included
     fig.update_layout(
         title=title,
         xaxis={"title": "depth (tokens after the root)", "dtick": 1, "range": [-0.5, depth + 0.7], "zeroline": False},
@@ -276,14 +309,26 @@ def draft_tree_figure(
     return fig
 
 
-def _node_hover(tree: DraftTree, node: int, label: TokenLabel, on_path: bool) -> str:
+def _node_hover(tree: DraftTree, node: int, label: TokenLabel, on_path: bool, step: Step | None = None) -> str:
     token = tree.tokens[node]
     where = "the newest context token" if node == 0 else f"tier: {tier_name(tree.tiers[node])}"
     state = "accepted" if on_path and node else ("rejected" if node else "")
-    return (
-        f"node {node}: token {token} {html.escape(repr(label(token)))}<br>{where}"
-        f"<br>depth {tree.depths[node]}{'<br>' + state if state else ''}"
-    )
+    if step is not None and step.choices is not None and node:
+        tried = step.accept_probs[node] if step.accept_probs is not None else None
+        wanted = step.choices[tree.parents[node]]
+        if tried is None:
+            state = "not tried: the walk never reached its parent"
+        elif not on_path:
+            state = f"rejected: the model wanted {wanted} {_hover_text(label(wanted))} after its parent"
+        if tried is not None:
+            state += f"<br>probability of acceptance: {tried:.2f}"
+    lines = [f"node {node}: token {token} {_hover_text(label(token))}", where, f"depth {tree.depths[node]}"]
+    if state:
+        lines.append(state)
+    if step is not None and step.choices is not None:
+        after, p = step.choices[node], step.choice_probs[node]  # type: ignore[index]
+        lines.append(f"the model's choice after it: {after} {_hover_text(label(after))} (p {p:.2f})")
+    return "<br>".join(lines)
 
 
 # Per-step counts and comparisons -----------------------------------------------------------------
@@ -401,13 +446,45 @@ def compare_figure(runs: Mapping[str, Generation]) -> go.Figure:
 
 
 def sync_figure(widget: go.FigureWidget, fig: go.Figure) -> None:
-    """Copy `fig` into `widget` in one update: traces in place when they line up, else replaced."""
-    if [type(t) for t in widget.data] != [type(t) for t in fig.data]:
+    """Make `widget` show `fig`: traces updated in place when they line up (same types and names,
+    each in the legend or not as before), else replaced, in one update per set of traces a property
+    applies to (one in all for traces of one type); then the layout. Afterwards the figures are equal,
+    trace uids aside.
+
+    Every trace a property applies to is sent its new value, or None (which unsets) where the new
+    trace lacks it. A `batch_update()` would instead send plotly's "undefined" for a trace it leaves
+    alone (e.g. as the `marker` of the tree's edge lines); the browser's copy of the figure keeps that
+    `marker: undefined`, and every view drawn after it (the widget shown again, or first shown after
+    an update) fails inside plotly's newPlot and stays 0 px high. Traces are replaced when the legend
+    changes: plotly.js reuses a legend entry for whichever trace comes to stand there, and keeps the
+    old trace's colour in the "Aa" swatch of a text trace (a tier's first tokens appearing at a step)."""
+    if [_line_up(t) for t in widget.data] != [_line_up(t) for t in fig.data]:
         widget.data = ()
         widget.add_traces(list(fig.data))
-        widget.layout = fig.layout
-        return
-    with widget.batch_update():
-        for mine, new in zip(widget.data, fig.data):
-            mine.update(new.to_plotly_json(), overwrite=True)
-        widget.layout.update(fig.layout.to_plotly_json(), overwrite=True)
+    old, new = [_trace_props(t) for t in widget.data], [_trace_props(t) for t in fig.data]
+    groups: dict[tuple[int, ...], dict[str, list]] = {}
+    for name in sorted({name for props in old + new for name in props}):
+        where = tuple(i for i, trace in enumerate(widget.data) if name in trace)  # e.g. no `line` on a Bar
+        groups.setdefault(where, {})[name] = [new[i].get(name) for i in where]
+    for where, restyle in groups.items():
+        widget.plotly_update(restyle_data=restyle, trace_indexes=list(where))
+    layout = fig.layout.to_plotly_json()
+    with widget.batch_update():  # through the layout object: its shapes tuple would go stale otherwise
+        widget.layout.update(layout, overwrite=True)
+        for name in widget.layout.to_plotly_json().keys() - layout.keys():
+            widget.layout[name] = None
+    # The state a page reads when it connects later (a reload): plotly refreshes it only when the
+    # FigureWidget is displayed by itself, not inside a VBox, and the page would draw it empty.
+    state = widget.to_plotly_json()
+    widget._widget_data, widget._widget_layout = state["data"], state["layout"]
+
+
+def _line_up(trace) -> tuple:
+    """What must stay the same for `trace` to be updated in place: type, name, a place in the legend
+    (plotly leaves a trace without points out of it)."""
+    x = getattr(trace, "x", None)
+    return type(trace), trace.name, trace.showlegend is not False and x is not None and len(x) > 0
+
+
+def _trace_props(trace) -> dict:
+    return {k: v for k, v in trace.to_plotly_json().items() if k not in ("type", "uid")}

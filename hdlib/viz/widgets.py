@@ -36,7 +36,6 @@ from hdlib.viz.mechanics import attention_mask_figure, cache_compaction_figure, 
 from hdlib.viz.trace import (
     TokenLabel,
     draft_tree_figure,
-    step_marker,
     sync_figure,
     tier_steps_figure,
     token_figure,
@@ -175,7 +174,13 @@ class StepThrough:
             description="order",
         )
         self.temperature = widgets.FloatSlider(
-            value=temperature, min=0.0, max=1.5, step=0.05, description="temperature", continuous_update=False
+            value=temperature,
+            min=0.0,
+            max=1.5,
+            step=0.05,
+            description="temperature",
+            continuous_update=False,
+            style={"description_width": "initial"},  # the default width cuts the word to "temperat…"
         )
         self.seed = widgets.BoundedIntText(value=seed, min=0, max=2**31 - 1, description="seed")
         self.status = widgets.HTML()
@@ -256,7 +261,6 @@ class StepThrough:
             self.step.value = min(self.step.value, last)
         note = "from the cache" if cached else f"generated in {self.cache.last_s:.2f} s"
         self.status.value = summary_html(gen, f"{note}; {len(self.cache.traces)} settings cached")
-        sync_figure(self.steps_fig, tier_steps_figure(gen, self.step.value))
         self._draw_step()
 
     def _draw_step(self) -> None:
@@ -266,8 +270,7 @@ class StepThrough:
         sync_figure(self.tokens_fig, token_figure(gen, index, self.label, self.width))
         if gen.steps:
             sync_figure(self.tree_fig, draft_tree_figure(gen.steps[index], self.label, tiers=gen.tier_order))
-        with self.steps_fig.batch_update():
-            self.steps_fig.layout.shapes = [step_marker(index)]  # only the marker moves
+        sync_figure(self.steps_fig, tier_steps_figure(gen, index))  # only the step's marker moves
 
     # The wiring ------------------------------------------------------------------------------------
 
