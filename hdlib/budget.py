@@ -91,8 +91,13 @@ class ForwardProfile:
     key: str
 
     def forward_s(self, n_tokens: float | np.ndarray) -> np.ndarray:
-        """Seconds for a forward pass over `n_tokens` (interpolated; NaN stays NaN)."""
-        return np.interp(n_tokens, np.arange(1, len(self.seconds) + 1), self.seconds)
+        """Seconds for a forward pass over `n_tokens`: interpolated between the measured counts,
+        beyond the last one extended along the line through the middle and the last (NaN stays NaN)."""
+        k, seconds = np.arange(1, len(self.seconds) + 1), np.asarray(self.seconds)
+        n = np.asarray(n_tokens, dtype=float)
+        mid = len(k) // 2
+        slope = (seconds[-1] - seconds[mid]) / (k[-1] - k[mid]) if len(k) > 1 else 0.0
+        return np.where(n > k[-1], seconds[-1] + slope * (n - k[-1]), np.interp(n, k, seconds))
 
 
 class AdaptiveBudget(_VerifyAll):

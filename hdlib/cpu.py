@@ -8,8 +8,9 @@ keeps the cost nearly flat in k. Which kernel wins depends on the processor and 
 every layer took an AMD EPYC (Zen 5, AVX-512) from forward(1/4/16) = 40/47/65 ms (output layer only)
 to 28/28/37 ms and plain decoding from 16.4 to 24.5 tokens/s; on an AVX-512 Xeon it changed nothing
 beyond noise (each layer kept the default kernel where that was faster). So each prepacked layer
-keeps both weights and times both kernels for 1..16 rows when it is made (about 4 s for SmolLM2's
-211 layers), then runs the faster one for each row count. `load_model` prepacks every linear layer
+keeps both weights and runs, for each row count up to 16, the kernel that was faster when both were
+timed on this machine as the model loaded: once per layer shape, as layers of one shape run the same
+kernels (SmolLM2's 211 layers have 6 shapes). `load_model` prepacks every linear layer
 by default on the CPU in float32 (`prepack="all"`); "head" does the output layer only, "none" none.
 The numbers are in benchmarks/cpu_forward*.json; `benchmarks/cpu_forward.py` measures a machine.
 
@@ -67,9 +68,9 @@ class PrepackedLinear(nn.Module):
         for rows in range(1, CALIBRATED_ROWS + 1):
             x = torch.randn(rows, self.in_features, dtype=self.weight.dtype)
             self.packed_rows[rows] = True
-            packed = _median_seconds(lambda: self(x), repeats)
+            packed = _median_seconds(lambda x=x: self(x), repeats)
             self.packed_rows[rows] = False
-            default = _median_seconds(lambda: self(x), repeats)
+            default = _median_seconds(lambda x=x: self(x), repeats)
             self.packed_rows[rows] = packed < default
 
 
@@ -99,12 +100,24 @@ def prepack(model: nn.Module, which: str = DEFAULT_PREPACK) -> str:
     head = model.get_output_embeddings()
     if not isinstance(head, nn.Linear):
         return "none"
+    # Layers of one shape run the same kernels: each shape is timed once (SmolLM2: 211 layers, 6 shapes).
+    chosen: dict[tuple[int, int, bool], list[bool]] = {}
+
+    def twin(linear: nn.Linear) -> PrepackedLinear:
+        layer = PrepackedLinear(linear, calibrate=False)
+        shape = (linear.in_features, linear.out_features, linear.bias is not None)
+        if shape not in chosen:
+            layer.calibrate()
+            chosen[shape] = layer.packed_rows
+        layer.packed_rows = list(chosen[shape])
+        return layer
+
     if which == "all":
         for module in list(model.modules()):
             for name, child in list(module.named_children()):
                 if isinstance(child, nn.Linear) and child is not head:
-                    setattr(module, name, PrepackedLinear(child))
-    model.set_output_embeddings(PrepackedLinear(head))
+                    setattr(module, name, twin(child))
+    model.set_output_embeddings(twin(head))
     return which
 
 

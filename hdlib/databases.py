@@ -25,11 +25,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from transformers import AutoTokenizer
+from transformers import PreTrainedTokenizerBase
 
 from hdlib.errors import HDError
 from hdlib.modeldb import default_model_db_path
-from hdlib.models import PACKAGED, LoadedModel, load_model
+from hdlib.models import LoadedModel, load_tokenizer
 from hdlib.statsdb import ensure_statistics_db
 from hdlib.store import read_db, read_meta
 from hdlib.tiers import ContextTier, DraftTier, ModelTier, StatisticsTier, Tier
@@ -175,8 +175,9 @@ def open_database(path: str | Path, lm: LoadedModel | None = None) -> DraftTier:
     raise HDError(f"{path} holds a {kind!r} database, not a tier's")
 
 
-def describe(path: str | Path, model: str | None = None, sample: int = 5) -> str:
-    """What a database holds, how it was built, its sizes, and a sample of entries."""
+def describe(path: str | Path, model: str | LoadedModel | PreTrainedTokenizerBase | None = None, sample: int = 5) -> str:
+    """What a database holds, how it was built, its sizes, and a sample of entries: token ids, or
+    text when `model` (a loaded model, a tokenizer, or a model's name or folder) says how to decode."""
     path = Path(path)
     meta, arrays = read_db(path)
     decode = _decoder(model)
@@ -197,10 +198,15 @@ def describe(path: str | Path, model: str | None = None, sample: int = 5) -> str
     return "\n".join(lines)
 
 
-def _decoder(model: str | None):
+def _decoder(model: str | LoadedModel | PreTrainedTokenizerBase | None):
     if model is None:
         return lambda ids: " ".join(map(str, ids))
-    tokenizer = load_model(model).tokenizer if model in PACKAGED else AutoTokenizer.from_pretrained(model)
+    if isinstance(model, LoadedModel):
+        tokenizer = model.tokenizer
+    elif isinstance(model, PreTrainedTokenizerBase):
+        tokenizer = model
+    else:  # a name or a folder: only its tokenizer is loaded
+        tokenizer = load_tokenizer(model)
     return lambda ids: repr(tokenizer.decode(ids))
 
 

@@ -156,25 +156,13 @@ def load_model(
     if prepack not in PREPACK_CHOICES:
         raise HDError(f"prepack must be one of {', '.join(PREPACK_CHOICES)}, got {prepack!r}")
     chosen_device, chosen_dtype = get_device(device), _resolve_dtype(dtype)
-    folder = Path(name_or_path).expanduser()
     with _progress_bars_off():  # the conversion's and the loading's ("Loading weights") bars
-        if name_or_path in PACKAGED:
-            source: str | Path = _packaged_folder(name_or_path, PACKAGED[name_or_path])
-            advice = f"the cached conversion {source} is unreadable: delete that folder and load again"
-        elif folder.is_dir():
-            source, advice = folder, f"'{folder}' is not a model folder written by save_pretrained"
-        else:
-            source = name_or_path
-            advice = (
-                f"it is not a packaged name ({', '.join(PACKAGED)}), not a local folder, and the Hugging Face "
-                "Hub did not provide it (are you offline? check the id, or pass a folder from save_pretrained)"
-            )
+        source, advice = _source(name_or_path)
         try:
             tokenizer = AutoTokenizer.from_pretrained(str(source))
             model = AutoModelForCausalLM.from_pretrained(str(source), dtype=chosen_dtype, attn_implementation="sdpa")
         except (OSError, ValueError) as error:  # how transformers and huggingface_hub report missing models
-            reason = " ".join(str(error).split())[:300]
-            raise HDError(f"cannot load model '{name_or_path}': {advice}; reason: {reason}") from error
+            raise _cannot_load(name_or_path, advice, error) from error
     model.to(chosen_device).eval()
     prepack_linears(model, prepack)
     return LoadedModel(
@@ -186,6 +174,35 @@ def load_model(
         context_length=int(model.config.max_position_embeddings),
         fingerprint=tokenizer_fingerprint(tokenizer),
     )
+
+
+def load_tokenizer(name_or_path: str = DEFAULT_MODEL) -> PreTrainedTokenizerBase:
+    """Only the tokenizer of what `load_model` would load: for decoding ids to text without the weights."""
+    with _progress_bars_off():
+        source, advice = _source(name_or_path)
+        try:
+            return AutoTokenizer.from_pretrained(str(source))
+        except (OSError, ValueError) as error:
+            raise _cannot_load(name_or_path, advice, error) from error
+
+
+def _source(name_or_path: str) -> tuple[str | Path, str]:
+    """Where transformers loads `name_or_path` from, and what to tell the user should that fail."""
+    folder = Path(name_or_path).expanduser()
+    if name_or_path in PACKAGED:
+        source = _packaged_folder(name_or_path, PACKAGED[name_or_path])
+        return source, f"the cached conversion {source} is unreadable: delete that folder and load again"
+    if folder.is_dir():
+        return folder, f"'{folder}' is not a model folder written by save_pretrained"
+    return name_or_path, (
+        f"it is not a packaged name ({', '.join(PACKAGED)}), not a local folder, and the Hugging Face "
+        "Hub did not provide it (are you offline? check the id, or pass a folder from save_pretrained)"
+    )
+
+
+def _cannot_load(name_or_path: str, advice: str, error: Exception) -> HDError:
+    reason = " ".join(str(error).split())[:300]  # how transformers and huggingface_hub report missing models
+    return HDError(f"cannot load model '{name_or_path}': {advice}; reason: {reason}")
 
 
 @contextmanager

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from hdlib.budget import AdaptiveBudget, FixedBudget, ForwardProfile
@@ -12,6 +13,14 @@ from hdlib.tree import DraftTree
 
 CPU_LIKE = ForwardProfile(tuple([0.055] + [0.09 + 0.002 * k for k in range(1, 64)]), 256, "cpu-like")
 FLAT = ForwardProfile(tuple([0.05] * 64), 256, "flat")
+
+
+def test_forward_time_is_interpolated_and_extended_beyond_the_measured_counts():
+    assert CPU_LIKE.forward_s(1) == pytest.approx(0.055) and CPU_LIKE.forward_s(2.5) == pytest.approx(0.093)
+    # Beyond 64 tokens it keeps growing along its line (0.002 s a token here), not stuck at forward(64).
+    assert CPU_LIKE.forward_s(80) == pytest.approx(CPU_LIKE.seconds[-1] + 16 * 0.002)
+    assert FLAT.forward_s(np.array([64.0, 200.0])).tolist() == pytest.approx([0.05, 0.05])
+    assert np.isnan(CPU_LIKE.forward_s(np.nan))
 
 
 def step(budget: int, drafted: int, accepted: int) -> Step:

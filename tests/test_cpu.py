@@ -44,6 +44,25 @@ def test_decoding_with_prepacked_layers_equals_decoding_without(which):
     assert run(model, prompt, None, DecodeSettings(max_new_tokens=30)).tokens == want
 
 
+def test_each_layer_shape_is_timed_once_and_its_choice_serves_every_layer_of_it(monkeypatch):
+    timed = []
+    original = PrepackedLinear.calibrate
+
+    def calibrate(self, repeats=5):
+        timed.append((self.in_features, self.out_features))
+        original(self, repeats)
+
+    monkeypatch.setattr(PrepackedLinear, "calibrate", calibrate)
+    model = tiny_llama()
+    prepack(model, "all")
+    layers = [m for m in model.modules() if isinstance(m, PrepackedLinear)]
+    shapes = {(m.in_features, m.out_features) for m in layers}
+    assert sorted(timed) == sorted(shapes) and len(layers) > len(shapes)  # one timing per shape
+    for m in layers:
+        first = next(f for f in layers if (f.in_features, f.out_features) == (m.in_features, m.out_features))
+        assert m.packed_rows == first.packed_rows and (m is first or m.packed_rows is not first.packed_rows)
+
+
 def test_prepacking_is_skipped_where_it_does_not_apply_and_refused_when_unknown(tmp_path):
     half = tiny_llama().to(torch.bfloat16)
     assert prepack(half, "head") == "none"

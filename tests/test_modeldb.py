@@ -16,6 +16,7 @@ from tiny import VOCAB, save_tiny, tiny_gemma3, tiny_llama
 
 from hdlib import modeldb
 from hdlib.budget import FixedBudget
+from hdlib.databases import describe
 from hdlib.decoding import DecodeSettings, run
 from hdlib.drafter import Drafter
 from hdlib.errors import HDError
@@ -369,3 +370,15 @@ def test_the_shipped_database_says_what_it_is():
     assert meta["tier"] == "model" and meta["model"] == "smollm2-135m" and meta["split"] == "train"
     assert meta["counts"]["kept"] > 10_000 and SHIPPED.stat().st_size < 5_000_000
     assert json.dumps(meta)  # plain JSON, nothing else
+
+
+def test_describe_decodes_samples_with_a_loaded_model_a_tokenizer_or_a_folder(tiny_lm, tmp_path):
+    path = small_db(tmp_path)
+    ids = describe(path, sample=1)
+    assert "tier: \"model\"" in ids and "  2 3 4  (in 3 answers)" in ids  # the commonest 3-gram, as ids
+    text = repr(tiny_lm.tokenizer.decode([2, 3, 4]))
+    folder = tiny_lm.tokenizer.name_or_path  # the tiny model's folder: only its tokenizer is loaded
+    for model in (tiny_lm, tiny_lm.tokenizer, folder):
+        assert f"  {text}  (in 3 answers)" in describe(path, model=model, sample=1)
+    with pytest.raises(HDError, match="cannot load model"):
+        describe(path, model=str(tmp_path / "nothing here"), sample=1)

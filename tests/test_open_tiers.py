@@ -26,7 +26,7 @@ C = Tier.CONTEXT
 class Echo(DraftTier):
     """Guesses that the text repeats itself: the last token again, and the last three tokens."""
 
-    tier = Tier("echo", "X", "#E69F00")
+    tier = Tier("echo", "X", "#999933")
 
     def lookup(self, context, budget):
         return [tuple(context[-1:]) * 4, tuple(context[-3:])]
@@ -70,18 +70,18 @@ def test_it_shows_in_its_own_colour_in_step_through(lm):
     gen = view.generation
     assert gen.tier_order == [C, ECHO] and gen.tier_counts[ECHO] > 0
     view.step.value = view.step.max
-    (echo_tokens,) = [t for t in view.tokens_fig.data if t.name == "echo"]
+    (echo_tokens,) = [t for t in view.tokens_fig.figure.data if t.name == "echo"]
     assert echo_tokens.textfont.color == ECHO.color and len(echo_tokens.x) == gen.tier_counts[ECHO]
     drafted = []
     for k in range(len(gen.steps)):
         view.step.value = k
-        (echo_nodes,) = [t for t in view.tree_fig.data if t.name == "echo"]
+        (echo_nodes,) = [t for t in view.tree_fig.figure.data if t.name == "echo"]
         assert echo_nodes.marker.color == ECHO.color
         drafted += list(echo_nodes.customdata or ())
     assert drafted  # it drafted, step after step
     assert "echo" in view.status.value and ECHO.color in view.status.value
     view.tier_boxes[ECHO].value = False
-    assert view.generation.tier_order == [C] and "echo" not in [t.name for t in view.tokens_fig.data]
+    assert view.generation.tier_order == [C] and "echo" not in [t.name for t in view.tokens_fig.figure.data]
 
 
 def test_it_shows_in_tier_drafts_with_its_colour_and_default_rows():
@@ -137,7 +137,7 @@ def test_clashing_or_malformed_tiers_are_refused():
         Drafter([Echo(), type("Twin", (Echo,), {"tier": Tier("twin", "X", "#111111")})()])
     with pytest.raises(HDError, match="each tier may appear once"):
         parse_tiers(["C", Echo(), "context"])
-    for bad in [("Echo", "X", "#E69F00"), ("echo", "xy", "#E69F00"), ("echo", "X", "orange"), ("a,b", "X", "#E69F00")]:
+    for bad in [("Echo", "X", "#999933"), ("echo", "xy", "#999933"), ("echo", "X", "orange"), ("a,b", "X", "#999933")]:
         with pytest.raises(HDError):
             Tier(*bad)
     with pytest.raises(HDError, match="has no `tier`"):

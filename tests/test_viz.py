@@ -1,7 +1,7 @@
 """hdlib.viz: figures on small hand-made traces, and the widgets driven on a tiny model.
 
 The widget tests click what a user clicks (checkboxes, order, temperature, seed, prompt, step) and
-read back what the FigureWidgets hold, comparing it with the generation the cache holds for the
+read back the figures the widgets show, comparing it with the generation the cache holds for the
 new settings; test tiers (oracles that draft the true answer with mistakes) stand in for every
 tier, so that every tier's tokens can appear.
 """
@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import dataclasses
 import html
+import json
 from pathlib import Path
 
 import numpy as np
-import plotly.graph_objects as go
 import pytest
 import torch
 from oracle import OracleTier
-from plotly.basedatatypes import Undefined
 from tiny import VOCAB, save_tiny
 
 import hdlib
@@ -190,6 +189,22 @@ def test_labels_escape_only_what_plotly_reads():
     assert hover.startswith("""token 1 '"'""")
 
 
+def test_tree_labels_are_cut_to_their_column_and_whole_on_hover():
+    """Seen in notebook 03: in a tree 11 deep, "environment" ran over its neighbour's label."""
+    assert viz.trace.show("environment", 6) == "envir\u2026"
+    assert viz.trace.show("<b>bold", 4) == "&lt;b&gt;\u2026"  # cut before escaping: no entity cut in half
+    deep = DraftTree(root=0)
+    deep.add(list(range(1, 12)), C, 11, 11)  # 11 deep
+    deep.add([12, 13], S, 2, 2)
+    words = {12: "environment", 13: "environmental"}
+    fig = viz.draft_tree_figure(deep, lambda t: words.get(t, "ab"))
+    texts = [t for trace in fig.data for t in trace.text or ()]
+    room = int(viz.trace.TREE_PLOT_PX / 12.2 / viz.trace.LABEL_CHAR_PX)
+    assert max(len(t) for t in texts) <= room < len("environment")
+    hover = trace_of(fig, "statistics").hovertext
+    assert "environment" in hover[0] and "environmental" in hover[1]
+
+
 def test_the_bonus_token_has_a_row_of_its_own():
     """Labels sit above their nodes, so two nodes of one depth less than a row apart overlap."""
     step = hand_trace().steps[0]  # the bonus follows node 2, whose child node 3 drafted a wrong token
@@ -200,6 +215,22 @@ def test_the_bonus_token_has_a_row_of_its_own():
         assert all(abs(y - y2) >= 1 for x2, y2 in points[k + 1 :] if x2 == x)
     rows = 1 - min(y for _, y in points)
     assert fig.layout.yaxis.range[0] <= -(rows - 1) - 0.5
+
+
+def test_rejections_below_their_nodes_get_room_above_the_next_row():
+    """A rejection's "-> wanted" label sits below its node; at 34 px a row it covered the label above
+    the node of the next row (seen in notebook 01)."""
+    step = dataclasses.replace(
+        hand_trace().steps[0],
+        choices=(1, 2, 9, 0, 0, 0),
+        choice_probs=(0.9,) * 6,
+        accept_probs=(1.0, 1.0, 1.0, 0.0, 0.0, 0.0),  # nodes 3, 4 and 5 tried and refused
+    )
+    fig = viz.draft_tree_figure(step, label=lambda t: f"w{t}")
+    assert len(trace_of(fig, "rejected").x) == 3
+    low, high = fig.layout.yaxis.range
+    plot_px = fig.layout.height - fig.layout.margin.t - fig.layout.margin.b
+    assert plot_px / (high - low) >= 46
 
 
 def test_token_figure_is_as_high_as_the_lines_shown():
@@ -225,79 +256,19 @@ def alike_steps() -> Generation:
     return Generation([10, 11, 12, 13, 14, 7], [1, 2, 9, 6, 3], steps, "max_new_tokens", 0.75, 0.15, tier_order=[C, M])
 
 
-def sent_to_the_browser(widget) -> list:
-    """Records the messages `widget` sends its views (and the browser's copy of the figure)."""
-    sent = []
-
-    def record(name: str) -> None:
-        send = getattr(widget, name)
-
-        def recording(*args, **kwargs):
-            sent.append((name, args, kwargs))
-            return send(*args, **kwargs)
-
-        setattr(widget, name, recording)
-
-    for kind in ("addTraces", "deleteTraces", "restyle", "relayout", "update"):
-        record(f"_send_{kind}_msg")
-    return sent
-
-
-def holds_undefined(value) -> bool:
-    if value is Undefined:
-        return True
-    if isinstance(value, dict):
-        return any(holds_undefined(v) for v in value.values())
-    return isinstance(value, (list, tuple)) and any(holds_undefined(v) for v in value)
-
-
-def without_uids(fig) -> dict:
-    out = fig.to_dict()
-    for trace in out["data"]:
-        trace.pop("uid", None)
-    return out
-
-
-def test_sync_figure_sends_no_undefined_and_ends_equal_to_the_new_figure():
-    """A batch_update sent plotly's undefined as the `marker` of the tree's edge lines; the browser kept
-    `marker: undefined`, and a view drawn after that crashed in newPlot (notebook 05: no tree). And a
-    reloaded page drew every figure of a widget empty: the synced state was still the one at creation."""
+def test_a_figure_output_shows_one_whole_figure_in_plotly_s_own_mime_type():
+    """Widgets show figures as an Output's one output, which JupyterLab's plotly renderer draws (a
+    FigureWidget's views came back empty after a page reload); each figure replaces the one before."""
     gen = alike_steps()
-    figures = {
-        "tree": [viz.draft_tree_figure(s) for s in (*gen.steps, gen.steps[0])],
-        "tokens": [viz.token_figure(gen, k) for k in (1, 0, 1)],
-        "steps": [viz.tier_steps_figure(gen, k) for k in (0, 1)],  # bars and a line: different properties
-    }
-    for kind, figs in figures.items():
-        widget = go.FigureWidget()
-        sent = sent_to_the_browser(widget)
-        for fig in figs:
-            uids = [t.uid for t in widget.data]
-            viz.sync_figure(widget, fig)
-            assert without_uids(widget) == without_uids(fig), kind
-            assert [s.to_plotly_json() for s in widget.layout.shapes] == [s.to_plotly_json() for s in fig.layout.shapes]
-            assert not holds_undefined(sent), kind
-            state = widget.to_plotly_json()  # what a page connecting later (a reload) is sent: not the empty start
-            assert (widget._widget_data, widget._widget_layout) == (state["data"], state["layout"]), kind
-            lines = [t for t in widget.data if getattr(t, "mode", None) == "lines"]
-            assert all("marker" not in t.to_plotly_json() for t in lines), kind
-            if uids and kind == "tree":
-                assert [t.uid for t in widget.data] == uids  # lined up: updated in place, not rebuilt
-        assert sent, kind
-
-
-def test_sync_figure_replaces_the_traces_when_the_legend_changes():
-    """plotly.js gives a legend entry that comes to stand for another trace the old trace's colour
-    (in a text trace's "Aa" swatch): the context tier showing up at step 1 had the model's colour."""
-    gen = alike_steps()
-    widget = go.FigureWidget()
-    viz.sync_figure(widget, viz.token_figure(gen, 0))  # context and bonus tokens; model: none
-    uids = [t.uid for t in widget.data]
-    viz.sync_figure(widget, viz.token_figure(gen, 1))  # the same legend: in place
-    assert [t.uid for t in widget.data] == uids
-    viz.sync_figure(widget, viz.token_figure(hand_trace(), 1))  # the same traces; model tokens enter the legend
-    assert not set(uids) & {t.uid for t in widget.data}
-    assert [t.textfont.color for t in widget.data] == [C.color, M.color, T.color]
+    out = viz.FigureOutput()
+    for fig in [viz.draft_tree_figure(gen.steps[0]), viz.token_figure(gen, 1), viz.draft_tree_figure(gen.steps[1])]:
+        out.show(fig)
+        (shown,) = out.widget.outputs
+        drawn = shown["data"][viz.widgets.PLOTLY_MIME]
+        assert out.figure is fig and shown["output_type"] == "display_data"
+        assert drawn["data"] == json.loads(fig.to_json())["data"] and drawn["layout"] == json.loads(fig.to_json())["layout"]
+        assert all("marker" not in t for t in drawn["data"] if t.get("mode") == "lines")  # nothing undefined
+        assert shown["data"]["text/plain"].startswith("<plotly figure: ")
 
 
 def test_tier_steps_figure_counts_tokens_per_tier_per_step():
@@ -505,7 +476,7 @@ def view(lm, truths):
 
 def shown_tokens(view) -> dict[str, list[int]]:
     """Trace name -> token ids drawn in the token figure."""
-    return {t.name: [int(c[0]) for c in t.customdata or ()] for t in view.tokens_fig.data}
+    return {t.name: [int(c[0]) for c in t.customdata or ()] for t in view.tokens_fig.figure.data}
 
 
 def expected_tokens(gen: Generation, upto: int) -> dict[str, list[int]]:
@@ -517,7 +488,7 @@ def expected_tokens(gen: Generation, upto: int) -> dict[str, list[int]]:
 
 
 def tree_nodes(view) -> dict[str, list[int]]:
-    return {t.name: [int(c[0]) for c in t.customdata or ()] for t in view.tree_fig.data if t.customdata is not None}
+    return {t.name: [int(c[0]) for c in t.customdata or ()] for t in view.tree_fig.figure.data if t.customdata is not None}
 
 
 def last_step(view) -> None:
@@ -533,16 +504,16 @@ def test_the_figures_show_the_generation_and_the_step(view):
         view.step.value = k
         assert shown_tokens(view) == expected_tokens(gen, k)
         tree = gen.steps[k].tree
-        assert int(trace_of(view.tree_fig, "root").customdata[0][1]) == tree.root
+        assert int(trace_of(view.tree_fig.figure, "root").customdata[0][1]) == tree.root
         for tier in (C, M, S):
             assert tree_nodes(view)[tier.name] == [i for i in range(1, len(tree)) if tree.tiers[i] is tier]
-        assert view.steps_fig.layout.shapes[0].x0 == k - 0.5
+        assert view.steps_fig.figure.layout.shapes[0].x0 == k - 0.5
     view.play.value = 1  # the play button drives the slider
     assert view.step.value == 1
     assert len(view.calls) == 1  # stepping never generates
     # All three test tiers drafted accepted tokens: each appears in its own colour.
     last_step(view)
-    colours = set(colour_of_points(view.tokens_fig))
+    colours = set(colour_of_points(view.tokens_fig.figure))
     assert {t.color for t in gen.tier_counts} == colours
     assert len(gen.tier_counts) >= 3
 
@@ -554,7 +525,7 @@ def test_only_the_context_tier_colours_nothing_as_model_or_statistics(view):
     gen = view.generation
     assert gen.tier_order == [C]
     last_step(view)
-    colours = colour_of_points(view.tokens_fig)
+    colours = colour_of_points(view.tokens_fig.figure)
     assert len(colours) == len(gen.tokens)
     assert M.color not in colours and S.color not in colours
     assert C.color in colours  # the oracle context tier did get drafts accepted
@@ -562,14 +533,14 @@ def test_only_the_context_tier_colours_nothing_as_model_or_statistics(view):
         view.step.value = k
         nodes = tree_nodes(view)
         assert "model" not in nodes and "statistics" not in nodes  # tiers not asked have no trace at all
-    bars = {t.name: list(t.y) for t in view.steps_fig.data}
+    bars = {t.name: list(t.y) for t in view.steps_fig.figure.data}
     assert "model" not in bars and "statistics" not in bars
     assert sum(bars["context"]) == gen.tier_counts[C] > 0
     # No tier at all: plain decoding, every token the model's own, one per step.
     view.tier_boxes[C].value = False
     last_step(view)
     assert view.generation.mat == 1.0
-    assert set(colour_of_points(view.tokens_fig)) == {T.color}
+    assert set(colour_of_points(view.tokens_fig.figure)) == {T.color}
 
 
 def test_reordering_tiers_reaches_the_drafter_and_the_figures(view):
@@ -581,7 +552,7 @@ def test_reordering_tiers_reaches_the_drafter_and_the_figures(view):
     assert tree_nodes(view)["statistics"][:1] == [1]  # the first tier asked drafts the first node
     last_step(view)
     assert shown_tokens(view) == expected_tokens(gen, view.step.value)
-    bars = {t.name: list(t.y) for t in view.steps_fig.data}
+    bars = {t.name: list(t.y) for t in view.steps_fig.figure.data}
     assert bars == {
         **{viz.trace.tier_name(t): [sum(x == t for x in s.tiers) for s in gen.steps] for t in viz.figure_tiers(gen)},
         "drafted": [s.tree.n_drafted for s in gen.steps],
@@ -655,7 +626,7 @@ def test_a_tier_that_cannot_be_made_is_said_not_raised(lm):
     view.tier_boxes[M].value = False  # plain decoding needs no tier
     assert view.generation is not None and view.generation.mat == 1.0 and view.error is None
     last_step(view)
-    assert colour_of_points(view.tokens_fig) == [T.color] * len(view.generation.tokens)
+    assert colour_of_points(view.tokens_fig.figure) == [T.color] * len(view.generation.tokens)
 
 
 def test_step_mechanics_follow_the_slider(lm, truths):
@@ -667,10 +638,10 @@ def test_step_mechanics_follow_the_slider(lm, truths):
         mech.step.value = k
         step = gen.steps[k]
         n = len(step.tree)
-        assert np.array(mech.mask_fig.data[0].z).shape == (n, 3 + n)
-        before = list(mech.cache_fig.data[0].z[0])
+        assert np.array(mech.mask_fig.figure.data[0].z).shape == (n, 3 + n)
+        before = list(mech.cache_fig.figure.data[0].z[0])
         assert sum(before[3:]) == len(step.accepted_nodes)
-        assert [int(p) for p in mech.positions_fig.data[0].text[1]] == [
+        assert [int(p) for p in mech.positions_fig.figure.data[0].text[1]] == [
             step.context_len - 1 + d for d in step.tree.depths
         ]
 

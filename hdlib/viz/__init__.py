@@ -29,17 +29,25 @@ from hdlib.viz.trace import (
     compare_figure,
     draft_tree_figure,
     figure_tiers,
-    sync_figure,
     tier_steps_figure,
     token_figure,
     token_labeller,
     token_layout,
     tree_layout,
 )
-from hdlib.viz.widgets import Settings, StepMechanics, StepThrough, TraceCache, prompt_choices, summary_html
+from hdlib.viz.widgets import (
+    FigureOutput,
+    Settings,
+    StepMechanics,
+    StepThrough,
+    TraceCache,
+    prompt_choices,
+    summary_html,
+)
 
 __all__ = [
     "CostPoint",
+    "FigureOutput",
     "Settings",
     "StepMechanics",
     "StepThrough",
@@ -64,13 +72,12 @@ __all__ = [
     "showcase_step",
     "step_buffers",
     "summary_html",
-    "sync_figure",
     "tier_drafts",
     "tier_drafts_table",
     "tier_steps_figure",
     "token_figure",
     "token_labeller",
     "token_layout",
-    "trials_figure",
     "tree_layout",
+    "trials_figure",
 ]

@@ -2,8 +2,7 @@
 
 Every function is pure: a `Generation` or `Step` in, a plotly `Figure` out. Each figure has one
 trace per tier of the generation (`figure_tiers`: its tiers in order, then the bonus token; empty
-when a tier drafted nothing), each in the tier's own colour, so a widget can copy a new figure of
-the same generation into its `FigureWidget` trace by trace (`sync_figure`) instead of rebuilding it.
+when a tier drafted nothing), each in the tier's own colour, so that figures of one generation look alike from step to step.
 
 Token text: `Generation.pieces` when the generation came from `hdlib.generate`; else `label(id)`
 when a labeller is given (e.g. `token_labeller(lm)`); else the id in brackets.
@@ -57,12 +56,20 @@ def answer_pieces(gen: Generation, label: TokenLabel | None = None) -> list[str]
     return [(label or bracket_label)(t) for t in gen.tokens]
 
 
-def show(text: str) -> str:
-    """A piece as one visible label: line breaks and tabs drawn, outer spaces dropped. Escaped for
-    plotly's text, which reads tags (`<b>`) and only the entities of `&`, `<` and `>`: a quote stays
-    a quote (html.escape's `&quot;` would be drawn as written)."""
+def show(text: str, chars: int | None = None) -> str:
+    """A piece as one visible label: line breaks and tabs drawn, outer spaces dropped, cut to `chars`
+    characters with an ellipsis. Escaped for plotly's text, which reads tags (`<b>`) and only the
+    entities of `&`, `<` and `>`: a quote stays a quote (html.escape's `&quot;` would be drawn as
+    written)."""
     shown = text.replace("\n", "\u21b5").replace("\t", "\u21e5").strip()
+    if chars is not None and len(shown) > chars:
+        shown = shown[: max(chars - 1, 1)] + "\u2026"
     return html.escape(shown, quote=False) if shown else "\u2423" if text else "\u00b7"
+
+
+# The width a tree figure's plot area is drawn at in a notebook or a widget, and the width of one
+# character of its labels (FONT at 11 px): how many characters a column of the tree has room for.
+TREE_PLOT_PX, LABEL_CHAR_PX = 500, 6.7
 
 
 # Answer tokens ---------------------------------------------------------------------------------
@@ -214,6 +221,9 @@ def draft_tree_figure(
     label = label or bracket_label
     on_path = set(accepted or ())
     xy = tree_layout(tree, accepted[-1] if accepted and bonus is not None else None)
+    depth = max(tree.depths) + (1 if accepted and bonus is not None else 0)
+    # Labels are cut to their column's width (the hover has them whole): no label runs over the next.
+    chars = max(3, int(TREE_PLOT_PX / (depth + 1.2) / LABEL_CHAR_PX))
 
     def edges(pairs: list[tuple[tuple[float, float], tuple[float, float]]]) -> tuple[list, list]:
         xs, ys = [], []
@@ -253,7 +263,7 @@ def draft_tree_figure(
                     "size": [16 if i in on_path else 11 for i in nodes],
                     "line": {"color": ACCEPTED_COLOR, "width": [3 if i in on_path else 0 for i in nodes]},
                 },
-                text=[show(label(tree.tokens[i])) for i in nodes],
+                text=[show(label(tree.tokens[i]), chars) for i in nodes],
                 textposition="top center",
                 textfont={"family": FONT, "size": 11},
                 customdata=[[i, tree.tokens[i], tier_name(tier)] for i in nodes],
@@ -271,7 +281,7 @@ def draft_tree_figure(
             y=[xy[i][1] for i in refused],
             mode="markers+text",
             marker={"symbol": "x-thin", "size": 13, "line": {"color": REJECTED_COLOR, "width": 2}, "color": REJECTED_COLOR},
-            text=[f"\u2192 {show(label(w))}" for w in wanted],
+            text=[f"\u2192 {show(label(w), chars - 2)}" for w in wanted],
             textposition="bottom center",
             textfont={"family": FONT, "size": 9, "color": REJECTED_COLOR},
             customdata=[[i, w, "rejected"] for i, w in zip(refused, wanted)],
@@ -287,7 +297,7 @@ def draft_tree_figure(
             y=[bonus_xy[1]] if bonus_xy else [],
             mode="markers+text",
             marker={"color": BONUS.color, "size": 14, "symbol": "diamond"},
-            text=[show(label(bonus))] if bonus_xy else [],
+            text=[show(label(bonus), chars)] if bonus_xy else [],
             textposition="top center",
             textfont={"family": FONT, "size": 11},
             customdata=[[-1, bonus, tier_name(BONUS)]] if bonus_xy else [],
@@ -296,13 +306,13 @@ def draft_tree_figure(
             showlegend=bonus_xy is not None,
         )
     )
-    depth = max(tree.depths) + (1 if bonus_xy else 0)
     rows = 1 - round(min(y for _, y in xy))  # the leaves, the bonus token included
+    row_px = 48 if refused else 34  # a rejection's "-> wanted" below its node: room above the next row's label
     fig.update_layout(
         title=title,
         xaxis={"title": "depth (tokens after the root)", "dtick": 1, "range": [-0.5, depth + 0.7], "zeroline": False},
         yaxis={"visible": False, "range": [-rows - 0.2, 0.8]},
-        height=max(260, 34 * rows + 140),
+        height=max(260, row_px * rows + 140),
         plot_bgcolor="white",
         margin={"l": 10, "r": 10, "t": 50, "b": 40},
     )
@@ -443,48 +453,3 @@ def compare_figure(runs: Mapping[str, Generation]) -> go.Figure:
     fig.update_yaxes(title_text="tokens emitted", rangemode="tozero", row=1, col=2)
     fig.update_layout(height=380, legend={"orientation": "h", "y": -0.25}, margin={"t": 50})
     return fig
-
-
-def sync_figure(widget: go.FigureWidget, fig: go.Figure) -> None:
-    """Make `widget` show `fig`: traces updated in place when they line up (same types and names,
-    each in the legend or not as before), else replaced, in one update per set of traces a property
-    applies to (one in all for traces of one type); then the layout. Afterwards the figures are equal,
-    trace uids aside.
-
-    Every trace a property applies to is sent its new value, or None (which unsets) where the new
-    trace lacks it. A `batch_update()` would instead send plotly's "undefined" for a trace it leaves
-    alone (e.g. as the `marker` of the tree's edge lines); the browser's copy of the figure keeps that
-    `marker: undefined`, and every view drawn after it (the widget shown again, or first shown after
-    an update) fails inside plotly's newPlot and stays 0 px high. Traces are replaced when the legend
-    changes: plotly.js reuses a legend entry for whichever trace comes to stand there, and keeps the
-    old trace's colour in the "Aa" swatch of a text trace (a tier's first tokens appearing at a step)."""
-    if [_line_up(t) for t in widget.data] != [_line_up(t) for t in fig.data]:
-        widget.data = ()
-        widget.add_traces(list(fig.data))
-    old, new = [_trace_props(t) for t in widget.data], [_trace_props(t) for t in fig.data]
-    groups: dict[tuple[int, ...], dict[str, list]] = {}
-    for name in sorted({name for props in old + new for name in props}):
-        where = tuple(i for i, trace in enumerate(widget.data) if name in trace)  # e.g. no `line` on a Bar
-        groups.setdefault(where, {})[name] = [new[i].get(name) for i in where]
-    for where, restyle in groups.items():
-        widget.plotly_update(restyle_data=restyle, trace_indexes=list(where))
-    layout = fig.layout.to_plotly_json()
-    with widget.batch_update():  # through the layout object: its shapes tuple would go stale otherwise
-        widget.layout.update(layout, overwrite=True)
-        for name in widget.layout.to_plotly_json().keys() - layout.keys():
-            widget.layout[name] = None
-    # The state a page reads when it connects later (a reload): plotly refreshes it only when the
-    # FigureWidget is displayed by itself, not inside a VBox, and the page would draw it empty.
-    state = widget.to_plotly_json()
-    widget._widget_data, widget._widget_layout = state["data"], state["layout"]
-
-
-def _line_up(trace) -> tuple:
-    """What must stay the same for `trace` to be updated in place: type, name, a place in the legend
-    (plotly leaves a trace without points out of it)."""
-    x = getattr(trace, "x", None)
-    return type(trace), trace.name, trace.showlegend is not False and x is not None and len(x) > 0
-
-
-def _trace_props(trace) -> dict:
-    return {k: v for k, v in trace.to_plotly_json().items() if k not in ("type", "uid")}

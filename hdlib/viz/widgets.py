@@ -1,9 +1,10 @@
 """Widgets over the figures: a generation replayed step by step, and the machinery of one step.
 
 The logic is in small plain classes (`Settings`, `TraceCache`) that tests drive without a browser;
-the GUI classes only wire widgets to them with `observe`. Figures are `FigureWidget`s built once
-and refreshed in place (`sync_figure`, one `batch_update` each), and nothing is generated twice:
-moving the step slider only redraws, and returning to earlier settings is a dictionary lookup.
+the GUI classes only wire widgets to them with `observe`. Each figure is a `FigureOutput`: an
+ipywidgets `Output` whose one output is the figure, drawn by JupyterLab's own plotly renderer and
+replaced whole when it changes. Nothing is generated twice: moving the step slider only redraws, and
+returning to earlier settings is a dictionary lookup.
 
     view = StepThrough(lm)                       # in a notebook cell: the whole GUI
     view.tier_boxes[Tier.MODEL].value = False    # what a click does; the figures follow
@@ -13,6 +14,7 @@ moving the step slider only redraws, and returning to earlier settings is a dict
 from __future__ import annotations
 
 import html
+import json
 import time
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import contextmanager
@@ -22,6 +24,7 @@ from pathlib import Path
 
 import ipywidgets as widgets
 import plotly.graph_objects as go
+import plotly.io as pio
 
 from hdlib import presentation
 from hdlib.databases import make_tier, parse_tiers
@@ -36,7 +39,6 @@ from hdlib.viz.mechanics import attention_mask_figure, cache_compaction_figure, 
 from hdlib.viz.trace import (
     TokenLabel,
     draft_tree_figure,
-    sync_figure,
     tier_steps_figure,
     token_figure,
     token_labeller,
@@ -106,6 +108,32 @@ def summary_html(gen: Generation, note: str = "") -> str:
         f"{html.escape(gen.stop_message)}<br>{presentation.legend_html(gen.legend(), counts=True)}"
         f"{'<br>' + note if note else ''}"
     )
+
+
+PLOTLY_MIME = "application/vnd.plotly.v1+json"  # what JupyterLab's plotly renderer draws
+
+
+class FigureOutput:
+    """A plotly figure among widgets: `show(fig)` replaces it whole, `figure` is the one on show.
+
+    Not a `FigureWidget`. Since plotly 6 that is an anywidget carrying plotly's 5 MB bundle, loaded
+    anew for every figure; after a page reload anywidget gives each figure 2 s to load it, and on a
+    slow machine the widgets came back empty ("[anywidget] Failed to initialize model", "widget model
+    not found"). Here the figure is an Output widget's one output, of plotly's own mime type: the
+    renderer JupyterLab already has draws it, a reloaded page draws it again from the widget's state,
+    and an update is one message with nothing left of the figure before it. (That renderer keeps a
+    PNG of each plot it drew: a second view of the widget shows the picture until the mouse comes
+    over it, then the plot.)"""
+
+    def __init__(self) -> None:
+        self.widget = widgets.Output()
+        self.figure = go.Figure()
+
+    def show(self, fig: go.Figure) -> None:
+        self.figure = fig
+        bundle = {PLOTLY_MIME: {**json.loads(pio.to_json(fig, validate=False)), "config": {"displaylogo": False}}}
+        bundle["text/plain"] = f"<plotly figure: {fig.layout.title.text or 'untitled'}>"
+        self.widget.outputs = ({"output_type": "display_data", "data": bundle, "metadata": {}},)
 
 
 class StepThrough:
@@ -188,9 +216,7 @@ class StepThrough:
         self.play = widgets.Play(value=0, min=0, max=0, interval=800, description="play")
         widgets.link((self.play, "value"), (self.step, "value"))  # kernel-side, so tests see it too
 
-        self.tokens_fig = go.FigureWidget()
-        self.tree_fig = go.FigureWidget()
-        self.steps_fig = go.FigureWidget()
+        self.tokens_fig, self.tree_fig, self.steps_fig = FigureOutput(), FigureOutput(), FigureOutput()
 
         self.prompt_choice.observe(self._on_choice, names="value")
         for w in [self.prompt_text, self.order, self.temperature, self.seed, *self.tier_boxes.values()]:
@@ -205,9 +231,9 @@ class StepThrough:
                 widgets.HBox([self.temperature, self.seed]),
                 self.status,
                 widgets.HBox([self.play, self.step]),
-                self.tokens_fig,
-                self.tree_fig,
-                self.steps_fig,
+                self.tokens_fig.widget,
+                self.tree_fig.widget,
+                self.steps_fig.widget,
             ]
         )
         self.refresh()
@@ -267,10 +293,10 @@ class StepThrough:
         gen, index = self._gen, self.step.value
         if gen is None:
             return
-        sync_figure(self.tokens_fig, token_figure(gen, index, self.label, self.width))
+        self.tokens_fig.show(token_figure(gen, index, self.label, self.width))
         if gen.steps:
-            sync_figure(self.tree_fig, draft_tree_figure(gen.steps[index], self.label, tiers=gen.tier_order))
-        sync_figure(self.steps_fig, tier_steps_figure(gen, index))  # only the step's marker moves
+            self.tree_fig.show(draft_tree_figure(gen.steps[index], self.label, tiers=gen.tier_order))
+        self.steps_fig.show(tier_steps_figure(gen, index))
 
     # The wiring ------------------------------------------------------------------------------------
 
@@ -308,20 +334,18 @@ class StepMechanics:
         self.step = widgets.IntSlider(
             value=biggest, min=0, max=len(gen.steps) - 1, description="step", continuous_update=False
         )
-        self.tree_fig = go.FigureWidget()
-        self.mask_fig = go.FigureWidget()
-        self.positions_fig = go.FigureWidget()
-        self.cache_fig = go.FigureWidget()
+        self.tree_fig, self.mask_fig, self.positions_fig, self.cache_fig = (FigureOutput() for _ in range(4))
         self.step.observe(lambda change: self.refresh(), names="value")
-        self.widget = widgets.VBox([self.step, self.tree_fig, self.mask_fig, self.positions_fig, self.cache_fig])
+        figures = [self.tree_fig, self.mask_fig, self.positions_fig, self.cache_fig]
+        self.widget = widgets.VBox([self.step, *(f.widget for f in figures)])
         self.refresh()
 
     def refresh(self) -> None:
         step = self.gen.steps[self.step.value]
-        sync_figure(self.tree_fig, draft_tree_figure(step, self.label))
-        sync_figure(self.mask_fig, attention_mask_figure(step, past_shown=self.past_shown, label=self.label))
-        sync_figure(self.positions_fig, position_ids_figure(step, label=self.label))
-        sync_figure(self.cache_fig, cache_compaction_figure(step, self.past_shown, self.label))
+        self.tree_fig.show(draft_tree_figure(step, self.label))
+        self.mask_fig.show(attention_mask_figure(step, past_shown=self.past_shown, label=self.label))
+        self.positions_fig.show(position_ids_figure(step, label=self.label))
+        self.cache_fig.show(cache_compaction_figure(step, self.past_shown, self.label))
 
     def _repr_mimebundle_(self, **kwargs):
         return self.widget._repr_mimebundle_(**kwargs)
