@@ -30,6 +30,18 @@ def test_there_are_notebooks():
     assert NOTEBOOKS, "notebooks/ holds no notebook"
 
 
+MAX_CELL_LINES = 15  # a cell a class reads at a glance; the logic belongs in hdlib
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_notebooks_are_thin(path):
+    nb = nbformat.read(path, as_version=4)
+    long = [(i, len(c.source.splitlines())) for i, c in enumerate(nb.cells) if c.cell_type == "code"]
+    assert not [(i, n) for i, n in long if n > MAX_CELL_LINES], f"code cells over {MAX_CELL_LINES} lines"
+    assert nb.cells[0].cell_type == "markdown" and nb.cells[-1].cell_type == "markdown"
+    assert "Recap" in nb.cells[-1].source or "Recap" in "".join(c.source for c in nb.cells[-3:])
+
+
 def strip_notebooks(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, str(STRIP), *args], check=False, capture_output=True, text=True)
 
