@@ -1,7 +1,7 @@
 # hdlib entry points. Everything runs in .venv, which scripts/setup.sh creates
 # and keeps up to date (a no-op re-run takes seconds).
 #
-#   make lab        set up, warm the packaged model, open JupyterLab on notebooks/
+#   make lab        set up, warm the packaged model, open JupyterLab on notebooks/ (news pop-up off)
 #   make demo       set up, generate one answer on the command line (headless)
 #   make test       set up (Gemma 3 included), run the whole test suite, slow tests included (as CI does)
 #   make test-fast  set up, run the tests not marked slow
@@ -22,9 +22,11 @@ help:
 setup:
 	@bash scripts/setup.sh
 
+# scripts/lab-settings/overrides.json: the defaults JupyterLab starts from (here: never ask to fetch news)
 lab: setup
 	$(VENV)/bin/hdlib warmup
-	$(VENV)/bin/jupyter lab notebooks/ $(if $(filter 0,$(shell id -u)),--allow-root)
+	$(VENV)/bin/jupyter lab notebooks/ --LabApp.app_settings_dir=$(CURDIR)/scripts/lab-settings \
+		$(if $(filter 0,$(shell id -u)),--allow-root)
 
 demo: setup
 	$(VENV)/bin/hdlib generate --prompt-file data/prompts/summarize.txt --max-new-tokens 128

