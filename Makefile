@@ -3,7 +3,8 @@
 #
 #   make lab        set up, warm the packaged model, open JupyterLab on notebooks/ (news pop-up off)
 #   make demo       set up, generate one answer on the command line (headless)
-#   make test       set up (Gemma 3 included), run the whole test suite, slow tests included (as CI does)
+#   make test       set up (Gemma 3 and .venv-vllm included), run the whole test suite, slow tests included (as CI does)
+#   make setup-vllm make .venv-vllm: vLLM beside hdlib, for build-db model --engine vllm (its own transformers)
 #   make test-fast  set up, run the tests not marked slow
 #   make strip      remove outputs and execution counts from notebooks/ (before committing)
 #   make clean      remove caches and build outputs; make distclean also removes .venv
@@ -14,13 +15,16 @@ VENV        := .venv
 PY          := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: help setup lab demo test test-fast strip clean distclean
+.PHONY: help setup setup-vllm lab demo test test-fast strip clean distclean
 
 help:
 	@grep '^#   make' Makefile | sed 's/^#//'
 
 setup:
 	@bash scripts/setup.sh
+
+setup-vllm:
+	@bash scripts/setup_vllm.sh
 
 # scripts/lab-settings/overrides.json: the defaults JupyterLab starts from (here: never ask to fetch news)
 lab: setup
@@ -31,9 +35,10 @@ lab: setup
 demo: setup
 	$(VENV)/bin/hdlib generate --prompt-file data/prompts/summarize.txt --max-new-tokens 128
 
-# The whole suite covers the real Gemma 3 (its 512-token sliding window): make test installs it.
+# The whole suite covers the real Gemma 3 (its 512-token sliding window) and the real vLLM CPU engine:
+# make test installs both.
 test: export HDLIB_GEMMA = 1
-test: setup
+test: setup setup-vllm
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 test-fast: setup
@@ -47,4 +52,4 @@ clean:
 	find . -path ./$(VENV) -prune -o \( -name __pycache__ -o -name .ipynb_checkpoints \) -type d -exec rm -rf {} +
 
 distclean: clean
-	rm -rf $(VENV)
+	rm -rf $(VENV) .venv-vllm

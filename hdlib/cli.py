@@ -3,6 +3,7 @@
     hdlib generate --prompt TEXT [--model M] [--tiers context,model,statistics] [--budget N] [--max-new-tokens N]
         [--temperature T [--top-p P] [--top-k K] [--seed S]]
     hdlib build-db model|statistics [--model M] [--source PATH|sharegpt] [--limit N] [--out PATH]
+        [--engine vllm [--engine-arg KEY=VALUE ...] | --server URL [--concurrency N]]
     hdlib db info PATH [--model M]
     hdlib warmup [--model M]
     hdlib bench [--questions PATH] [--per-task K] [--max-new-tokens N] [--methods LIST] [--temperature T]
@@ -88,10 +89,21 @@ def build_parser() -> argparse.ArgumentParser:
     model_build.add_argument("--n", type=_positive, default=5, help="n-gram length (default 5)")
     model_build.add_argument("--top-k", type=_positive, default=100_000, help="n-grams kept (default 100,000)")
     model_build.add_argument("--max-new-tokens", type=_positive, default=256, help="answer length (default 256)")
-    model_build.add_argument("--batch-size", type=_positive, default=8)
+    model_build.add_argument("--batch-size", type=_positive, default=8, help="prompts per batch (transformers; default 8)")
     model_build.add_argument("--shard-size", type=_positive, default=64, help="answers per resumable shard")
     model_build.add_argument("--max-prompt-tokens", type=_positive, default=512, help="longer prompts are cut (default 512)")
     model_build.add_argument("--work-dir", type=Path, default=None, help="where the answer shards go (default: the cache)")
+    model_build.add_argument(
+        "--engine", choices=["transformers", "vllm"], default="transformers",
+        help="who answers: transformers here (default), or vLLM's offline engine (needs vllm: make setup-vllm)",
+    )  # fmt: skip
+    model_build.add_argument(
+        "--engine-arg", action="append", default=[], metavar="KEY=VALUE", type=_engine_arg,
+        help="passed to vllm.LLM, e.g. tensor_parallel_size=4, dtype=bfloat16, max_model_len=4096 (repeatable)",
+    )  # fmt: skip
+    model_build.add_argument("--server", default=None, metavar="URL", help="answers from an OpenAI-compatible server")
+    model_build.add_argument("--served-model", default=None, help="with --server: the model name it serves")
+    model_build.add_argument("--concurrency", type=_positive, default=8, help="with --server: requests at a time")
 
     db = sub.add_parser("db", help="inspect a database file")
     db_sub = db.add_subparsers(dest="db_command", required=True, parser_class=_Parser)
@@ -213,33 +225,72 @@ def cmd_warmup(args: argparse.Namespace) -> int:
     return 0
 
 
+def _answerer(args: argparse.Namespace):
+    """The model (or only its tokenizer side) and who answers: None for transformers on the model."""
+    from hdlib.models import load_model, load_text
+
+    engine_args = dict(args.engine_arg)
+    if args.server is not None and args.engine != "transformers":
+        raise HDError("--server and --engine vllm are two ways to answer: give one")
+    if engine_args and args.engine != "vllm":
+        raise HDError("--engine-arg goes to vLLM's engine: add --engine vllm")
+    if args.server is not None:
+        from hdlib.answerers import ServerAnswerer
+
+        text = load_text(args.model)
+        return text, ServerAnswerer(text, args.server, args.served_model, concurrency=args.concurrency)
+    if args.engine == "vllm":
+        from hdlib.answerers import VllmAnswerer
+
+        text = load_text(args.model)
+        return text, VllmAnswerer(text, engine_args)
+    return load_model(args.model, device=args.device), None
+
+
+def _engine_arg(text: str) -> tuple[str, object]:
+    """KEY=VALUE, the value read as JSON where it is (4, 0.9, true, null), else kept as text."""
+    key, sep, value = text.partition("=")
+    if not sep or not key.isidentifier():
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    try:
+        return key, json.loads(value)
+    except ValueError:
+        return key, value
+
+
 def cmd_build_db(args: argparse.Namespace) -> int:
     from hdlib.models import load_model
 
     source = args.source
     if source != "sharegpt" and not Path(source).is_file():
         raise HDError(f"--source must be 'sharegpt' or an existing file, got {source!r}")
-    lm = load_model(args.model, device=args.device)
     if args.tier == "model":
         from hdlib.modeldb import build_model_db, default_model_db_path
 
-        path = build_model_db(
-            lm,
-            args.out or default_model_db_path(lm),
-            prompts=None if source == "sharegpt" else Path(source),
-            limit=args.limit,
-            n=args.n,
-            top_k=args.top_k,
-            max_new_tokens=args.max_new_tokens,
-            batch_size=args.batch_size,
-            shard_size=args.shard_size,
-            work_dir=args.work_dir,
-            max_prompt_tokens=args.max_prompt_tokens,
-            command=" ".join(["hdlib", *args.argv]),
-        )
+        lm, answerer = _answerer(args)
+        try:
+            path = build_model_db(
+                lm,
+                args.out or default_model_db_path(lm),
+                prompts=None if source == "sharegpt" else Path(source),
+                limit=args.limit,
+                n=args.n,
+                top_k=args.top_k,
+                max_new_tokens=args.max_new_tokens,
+                batch_size=args.batch_size,
+                shard_size=args.shard_size,
+                work_dir=args.work_dir,
+                max_prompt_tokens=args.max_prompt_tokens,
+                command=" ".join(["hdlib", *args.argv]),
+                answerer=answerer,
+            )
+        finally:
+            if answerer is not None:
+                answerer.close()
     else:
         from hdlib.statsdb import build_statistics_db, default_statistics_path
 
+        lm = load_model(args.model, device=args.device)
         path = build_statistics_db(lm, args.out or default_statistics_path(lm), source=source, limit=args.limit)
     from hdlib.store import read_meta
 

@@ -29,7 +29,7 @@ from transformers import PreTrainedTokenizerBase
 
 from hdlib.errors import HDError
 from hdlib.modeldb import default_model_db_path
-from hdlib.models import LoadedModel, load_tokenizer
+from hdlib.models import LoadedModel, load_text
 from hdlib.statsdb import ensure_statistics_db
 from hdlib.store import read_db, read_meta
 from hdlib.tiers import ContextTier, DraftTier, ModelTier, StatisticsTier, Tier
@@ -206,7 +206,7 @@ def _decoder(model: str | LoadedModel | PreTrainedTokenizerBase | None):
     elif isinstance(model, PreTrainedTokenizerBase):
         tokenizer = model
     else:  # a name or a folder: only its tokenizer is loaded
-        tokenizer = load_tokenizer(model)
+        tokenizer = load_text(model).tokenizer
     return lambda ids: repr(tokenizer.decode(ids))
 
 

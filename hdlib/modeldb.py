@@ -29,15 +29,14 @@ from typing import Any
 import numpy as np
 import torch
 from tqdm.auto import tqdm
-from transformers import GenerationConfig
 
 from hdlib import sharegpt
+from hdlib.answerers import Answerer, TransformersAnswerer
 from hdlib.errors import HDError
-from hdlib.models import DEFAULT_MODEL, LoadedModel
+from hdlib.models import DEFAULT_MODEL, LoadedModel, ModelText
 from hdlib.paths import cache_dir, data_dir
 from hdlib.store import read_db, write_db
 from hdlib.tiers.base import Tier
-from hdlib.trace import cut_at_end
 
 DEFAULT_N = 5
 DEFAULT_TOP_K = 100_000
@@ -48,7 +47,7 @@ _SHARD_FORMAT = 1
 SHIPPED = {DEFAULT_MODEL: "smollm2-135m.model.npz"}
 
 
-def default_model_db_path(lm: LoadedModel) -> Path:
+def default_model_db_path(lm: ModelText) -> Path:
     """Where the model database for `lm` lives: shipped in data/db for a packaged model, else in the cache."""
     if lm.name in SHIPPED:
         return data_dir() / "db" / SHIPPED[lm.name]
@@ -166,32 +165,11 @@ def encode_truncated(lm: LoadedModel, prompt: str, max_tokens: int) -> tuple[lis
     raise HDError(f"the chat template alone takes more than {max_tokens} tokens: raise max_prompt_tokens")
 
 
-def generate_answers(lm: LoadedModel, batch: Sequence[Sequence[int]], max_new_tokens: int) -> list[list[int]]:
-    """Greedy answers to a batch of prompt ids, left-padded; each cut before its first end token."""
-    eos = sorted(lm.eos_token_ids)
-    pad = lm.tokenizer.pad_token_id if lm.tokenizer.pad_token_id is not None else (eos[0] if eos else 0)
-    width = max(len(ids) for ids in batch)
-    input_ids = torch.full((len(batch), width), pad, dtype=torch.long)  # (B, T)
-    mask = torch.zeros((len(batch), width), dtype=torch.long)  # (B, T): 0 on the left padding
-    for row, ids in enumerate(batch):
-        input_ids[row, width - len(ids) :] = torch.tensor(ids)
-        mask[row, width - len(ids) :] = 1
-    config = GenerationConfig(
-        do_sample=False, max_new_tokens=max_new_tokens, pad_token_id=pad, eos_token_id=eos or None
-    )
-    with torch.inference_mode():
-        out = lm.model.generate(
-            input_ids=input_ids.to(lm.device), attention_mask=mask.to(lm.device), generation_config=config
-        )
-    answers = [cut_at_end(row, lm.eos_token_ids) for row in out[:, width:].tolist()]  # (B, new)
-    return [a[:-1] if a and a[-1] in lm.eos_token_ids else a for a in answers]
-
-
 # --- the build ---------------------------------------------------------------------------------
 
 
 def build_model_db(
-    lm: LoadedModel,
+    lm: ModelText,
     out: str | Path | None = None,
     prompts: None | str | Path | Sequence[str] = None,
     limit: int | None = None,
@@ -204,8 +182,13 @@ def build_model_db(
     progress: bool = True,
     max_prompt_tokens: int = 512,
     command: str | None = None,
+    answerer: Answerer | None = None,
 ) -> Path:
     """Answer the prompts with `lm`, count the n-grams of the answers, write the top K; the file's path.
+
+    `answerer`: who writes the answers (`hdlib.answerers`): by default transformers on `lm` (a
+    `LoadedModel`), in batches of `batch_size`; else vLLM's engine or a server, for which `lm` may be
+    the model's `ModelText` alone (`load_text`: tokenizer and configs, no weights).
 
     `out`: default `default_model_db_path(lm)`. `prompts`: None for ShareGPT's train split, a JSONL
     or text file, or a list of strings; `limit` keeps the first so many. `work_dir` holds the answer
@@ -234,18 +217,19 @@ def build_model_db(
     prompt_set = load_prompts(prompts, limit)
     if not prompt_set.prompts:
         raise HDError(f"no prompts to answer in {prompt_set.source}")
+    if answerer is None:
+        if not isinstance(lm, LoadedModel):
+            raise HDError("without an answerer, the model database is answered by transformers: pass a LoadedModel")
+        answerer = TransformersAnswerer(lm, batch_size)
     encoded = [encode_truncated(lm, p, max_prompt_tokens) for p in prompt_set.prompts]
+    engine = answerer.identity()
     settings = {
         "format": _SHARD_FORMAT,
-        "model": _model_identity(lm),
         "tokenizer": lm.fingerprint,
         "max_new_tokens": max_new_tokens,
         "max_prompt_tokens": max_prompt_tokens,
-        # Batching changes the padding and so, in rare near-ties, a greedy answer: part of the key.
-        "batch_size": batch_size,
         "shard_size": shard_size,
-        "device": lm.device.type,
-        "dtype": str(lm.model.dtype),
+        **engine,
     }
     key = hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:16]
     work = Path(work_dir) if work_dir is not None else cache_dir() / "model-db-work" / key
@@ -270,16 +254,8 @@ def build_model_db(
         for shard, path, got in zip(shards, paths, done, strict=True):
             if got is None:
                 shard_start = time.perf_counter()
-                # Longest prompts first: a batch of similar lengths wastes little on padding, and a
-                # batch too big for the device fails at once rather than at the end.
-                order = sorted(shard, key=lambda j: (-len(encoded[j][0]), j))
-                by_prompt: dict[int, list[int]] = {}
-                for b in range(0, len(order), batch_size):
-                    batch = order[b : b + batch_size]
-                    new = generate_answers(lm, [encoded[j][0] for j in batch], max_new_tokens)
-                    by_prompt.update(zip(batch, new, strict=True))
-                    bar.update(len(batch))
-                got = ([by_prompt[j] for j in shard], time.perf_counter() - shard_start, torch.get_num_threads())
+                new = answerer.answer([encoded[j][0] for j in shard], max_new_tokens, bar.update)
+                got = (new, time.perf_counter() - shard_start, torch.get_num_threads())
                 _write_shard(path, key, lm.fingerprint, *got)
             answers += got[0]
             generation_s += got[1]
@@ -314,10 +290,9 @@ def build_model_db(
             "command": command or _call_text(lm, prompts, limit, n, top_k, max_new_tokens, batch_size),
             "max_new_tokens": max_new_tokens,
             "max_prompt_tokens": max_prompt_tokens,
-            "batch_size": batch_size,
             "shard_size": shard_size,
-            "device": str(lm.device),
-            "dtype": str(lm.model.dtype),
+            "engine": {"name": answerer.name, **engine},  # who answered, and what its answers depend on
+            **answerer.provenance(),
             "cpu_threads": sorted(threads),  # of the generation, every shard's run
             "torch": torch.__version__,
             "hdlib": importlib.metadata.version("hdlib"),
@@ -325,17 +300,6 @@ def build_model_db(
         },
     }
     return write_db(out, meta, {"ngrams": kept_ngrams, "doc_freq": kept_counts})
-
-
-def _model_identity(lm: LoadedModel) -> str:
-    """A cheap fingerprint of the weights (config and a strided sample of every tensor), so that
-    shards of another model that shares the tokenizer and the name are never resumed."""
-    digest = hashlib.sha256(lm.model.config.to_json_string(use_diff=False).encode("utf-8"))
-    for name, tensor in lm.model.state_dict().items():
-        flat = tensor.detach().reshape(-1)
-        sample = flat[:: max(1, flat.numel() // 256)][:256].float().cpu().numpy()
-        digest.update(name.encode() + str(tuple(tensor.shape)).encode() + sample.tobytes())
-    return digest.hexdigest()[:16]
 
 
 def _shard_path(work: Path, index: int, key: str, prompts: list[str]) -> Path:
@@ -373,7 +337,7 @@ def _read_shard(path: Path, key: str, fingerprint: str, size: int) -> tuple[list
     return answers, float(meta.get("seconds", 0.0)), int(meta.get("cpu_threads", 0))
 
 
-def _call_text(lm: LoadedModel, prompts: object, limit: object, *settings: int) -> str:
+def _call_text(lm: ModelText, prompts: object, limit: object, *settings: int) -> str:
     names = ("n", "top_k", "max_new_tokens", "batch_size")
     source = "ShareGPT train" if prompts is None else str(prompts) if isinstance(prompts, (str, Path)) else "a list"
     listed = ", ".join(f"{k}={v}" for k, v in zip(names, settings, strict=True))

@@ -23,7 +23,15 @@ from pathlib import Path
 
 import torch
 import transformers
-from transformers import AutoModelForCausalLM, AutoTokenizer, GgufConfig, PreTrainedModel, PreTrainedTokenizerBase
+from transformers import (
+    AutoConfig,
+    AutoModelForCausalLM,
+    AutoTokenizer,
+    GenerationConfig,
+    GgufConfig,
+    PreTrainedModel,
+    PreTrainedTokenizerBase,
+)
 
 from hdlib.cpu import DEFAULT_PREPACK, PREPACK_CHOICES
 from hdlib.cpu import prepack as prepack_linears
@@ -62,18 +70,16 @@ def tokenizer_fingerprint(tokenizer: PreTrainedTokenizerBase) -> str:
 
 
 @dataclass(frozen=True, eq=False)
-class LoadedModel:
-    """A model ready to decode with, and what a decoder must know about it."""
+class ModelText:
+    """What a model reads and writes, without its weights: its tokenizer and chat template, its end
+    tokens, its context, and where it loads from (for an engine of its own, such as vLLM)."""
 
-    model: PreTrainedModel  # eval mode, on `device`
     tokenizer: PreTrainedTokenizerBase
     name: str  # the short name or path the user gave
-    device: torch.device
+    source: str  # the folder (a packaged model's converted one) or Hub id the weights load from
     eos_token_ids: frozenset[int]  # generation ends at any of these
     context_length: int  # positions the model was trained for (config.max_position_embeddings)
     fingerprint: str  # see `tokenizer_fingerprint`
-    # The offline tiers opened for this model (hdlib.databases.load_tier), so each file is read once.
-    databases: dict[Tier, DraftTier] = field(default_factory=dict, repr=False)
 
     def encode_prompt(self, prompt: str | list[dict[str, str]], chat: bool = True) -> list[int]:
         """Token ids of a prompt: through the chat template (ending in the assistant's turn) when the
@@ -107,6 +113,16 @@ class LoadedModel:
             pieces.append(text.removeprefix(before))
             before = text
         return pieces
+
+
+@dataclass(frozen=True, eq=False)
+class LoadedModel(ModelText):
+    """A model ready to decode with, and what a decoder must know about it."""
+
+    model: PreTrainedModel  # eval mode, on `device`
+    device: torch.device
+    # The offline tiers opened for this model (hdlib.databases.load_tier), so each file is read once.
+    databases: dict[Tier, DraftTier] = field(default_factory=dict, repr=False)
 
 
 @dataclass(frozen=True)
@@ -169,21 +185,36 @@ def load_model(
         model=model,
         tokenizer=tokenizer,
         name=name_or_path,
+        source=str(source),
         device=chosen_device,
-        eos_token_ids=_eos_token_ids(model, tokenizer),
+        eos_token_ids=_eos_token_ids(model.config, getattr(model, "generation_config", None), tokenizer),
         context_length=int(model.config.max_position_embeddings),
         fingerprint=tokenizer_fingerprint(tokenizer),
     )
 
 
-def load_tokenizer(name_or_path: str = DEFAULT_MODEL) -> PreTrainedTokenizerBase:
-    """Only the tokenizer of what `load_model` would load: for decoding ids to text without the weights."""
+def load_text(name_or_path: str = DEFAULT_MODEL) -> ModelText:
+    """What `load_model` would load, less the weights: the tokenizer, the configs' end tokens and
+    context. For decoding ids to text, or for preparing prompts that another engine answers."""
     with _progress_bars_off():
         source, advice = _source(name_or_path)
         try:
-            return AutoTokenizer.from_pretrained(str(source))
+            tokenizer = AutoTokenizer.from_pretrained(str(source))
+            config = AutoConfig.from_pretrained(str(source))
         except (OSError, ValueError) as error:
             raise _cannot_load(name_or_path, advice, error) from error
+        try:
+            generation_config = GenerationConfig.from_pretrained(str(source))
+        except OSError:  # a folder without generation_config.json
+            generation_config = None
+    return ModelText(
+        tokenizer=tokenizer,
+        name=name_or_path,
+        source=str(source),
+        eos_token_ids=_eos_token_ids(config, generation_config, tokenizer),
+        context_length=int(config.max_position_embeddings),
+        fingerprint=tokenizer_fingerprint(tokenizer),
+    )
 
 
 def _source(name_or_path: str) -> tuple[str | Path, str]:
@@ -227,11 +258,10 @@ def _resolve_dtype(dtype: torch.dtype | str | None) -> torch.dtype:
     raise HDError(f"unsupported dtype {dtype!r}: pass one of {', '.join(_DTYPES)}")
 
 
-def _eos_token_ids(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> frozenset[int]:
+def _eos_token_ids(config, generation_config, tokenizer: PreTrainedTokenizerBase) -> frozenset[int]:
     """Every id that ends a generation: named by the model's configs, its tokenizer, its chat template."""
     found: set[int] = set()
-    generation_config = getattr(model, "generation_config", None)
-    named = (getattr(generation_config, "eos_token_id", None), getattr(model.config, "eos_token_id", None))
+    named = (getattr(generation_config, "eos_token_id", None), getattr(config, "eos_token_id", None))
     for value in (*named, tokenizer.eos_token_id):
         if value is not None:
             found.update([value] if isinstance(value, int) else value)

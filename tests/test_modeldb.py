@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tiny import VOCAB, save_tiny, tiny_gemma3, tiny_llama
 
-from hdlib import modeldb
+from hdlib import answerers, modeldb
 from hdlib.budget import FixedBudget
 from hdlib.databases import describe
 from hdlib.decoding import DecodeSettings, run
@@ -239,7 +239,7 @@ def tiny_lm(tmp_path_factory):
 def test_a_killed_build_resumes_to_the_same_database(tiny_lm, tmp_path, monkeypatch):
     whole = modeldb.build_model_db(tiny_lm, tmp_path / "whole.npz", PROMPTS, work_dir=tmp_path / "w1", **BUILD)
 
-    real = modeldb.generate_answers
+    real = answerers.generate_answers
     calls = []
 
     def killed_in_the_second_shard(*args, **kwargs):
@@ -248,14 +248,14 @@ def test_a_killed_build_resumes_to_the_same_database(tiny_lm, tmp_path, monkeypa
             raise KeyboardInterrupt
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(modeldb, "generate_answers", killed_in_the_second_shard)
+    monkeypatch.setattr(answerers, "generate_answers", killed_in_the_second_shard)
     with pytest.raises(KeyboardInterrupt):
         modeldb.build_model_db(tiny_lm, tmp_path / "resumed.npz", PROMPTS, work_dir=tmp_path / "w2", **BUILD)
     assert [p.name[:12] for p in (tmp_path / "w2").iterdir()] == ["shard-00000-"]  # no partial files
     assert not (tmp_path / "resumed.npz").exists()
 
     calls.clear()
-    monkeypatch.setattr(modeldb, "generate_answers", lambda *a, **k: (calls.append(1), real(*a, **k))[1])
+    monkeypatch.setattr(answerers, "generate_answers", lambda *a, **k: (calls.append(1), real(*a, **k))[1])
     resumed = modeldb.build_model_db(tiny_lm, tmp_path / "resumed.npz", PROMPTS, work_dir=tmp_path / "w2", **BUILD)
     assert len(calls) == 4  # shards 2 and 3 only
 

@@ -1,0 +1,139 @@
+"""The model database answered by the real vLLM CPU engine, offline and as a server.
+
+Both builds run in .venv-vllm (`make setup-vllm`; `make test` makes it), vLLM's own environment,
+on the packaged model and the first 16 ShareGPT prompts, and are compared with the transformers
+build in this environment: the answers may differ where the engines' numerics differ (another
+kernel, another summation order, a near-tie of the argmax), so the n-gram sets are compared and
+their overlap reported, expected high. The server test starts `vllm serve` on a free local port and
+stops it, it and only it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+import urllib.request
+from itertools import pairwise
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from hdlib.cli import main
+from hdlib.models import DEFAULT_MODEL, load_text
+from hdlib.store import read_db
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[1]
+VLLM_VENV = ROOT / ".venv-vllm"
+PROMPTS, MAX_NEW = 16, 64
+# vLLM on the CPU: float32 as hdlib runs the model, a context that fits prompt and answer, no graph
+# capture, 2 GiB of KV cache (VLLM_CPU_KVCACHE_SPACE).
+ENGINE = {"dtype": "float32", "max_model_len": 1024, "enforce_eager": True}
+ENV = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "2", "TOKENIZERS_PARALLELISM": "false"}
+COMMON = ["--limit", str(PROMPTS), "--max-new-tokens", str(MAX_NEW), "--max-prompt-tokens", "512", "--n", "5"]
+
+
+@pytest.fixture(scope="module")
+def vllm_python() -> Path:
+    python = VLLM_VENV / "bin" / "python"
+    if not python.exists():
+        pytest.skip(f"{VLLM_VENV} is missing: `make setup-vllm` makes it (make test does)")
+    return python
+
+
+@pytest.fixture(scope="module")
+def transformers_db(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("transformers")
+    assert main(["build-db", "model", *COMMON, "--out", str(out / "db.npz"), "--work-dir", str(out / "w")]) == 0
+    return out / "db.npz"
+
+
+def ngram_set(path: Path) -> set[tuple[int, ...]]:
+    _, arrays = read_db(path)
+    return {tuple(row) for row in arrays["ngrams"].tolist()}
+
+
+def answers(work: Path) -> list[list[int]]:
+    out = []
+    for shard in sorted(work.glob("shard-*.npz")):
+        _, arrays = read_db(shard)
+        offsets, tokens = arrays["offsets"].tolist(), arrays["tokens"].tolist()
+        out += [tokens[a:b] for a, b in pairwise(offsets)]
+    return out
+
+
+def compare(request, name: str, built: Path, reference: Path) -> float:
+    """The share of n-grams the two databases hold in common (Jaccard), and how many answers agree."""
+    a, b = ngram_set(built), ngram_set(reference)
+    overlap = len(a & b) / len(a | b)
+    same = sum(x == y for x, y in zip(answers(built.parent / "w"), answers(reference.parent / "w")))
+    line = f"{name}: n-gram overlap with transformers {overlap:.3f} ({len(a)} vs {len(b)}); {same}/{PROMPTS} answers identical"
+    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        reporter.write_line(line)
+    return overlap
+
+
+def test_the_offline_engine_builds_the_database(vllm_python, transformers_db, tmp_path, request):
+    engine = [f"--engine-arg={k}={json.dumps(v)}" for k, v in ENGINE.items()]
+    out = tmp_path / "db.npz"
+    command = [str(vllm_python), "-m", "hdlib", "build-db", "model", "--engine", "vllm", *engine, *COMMON]
+    done = subprocess.run(
+        [*command, "--out", str(out), "--work-dir", str(tmp_path / "w")],
+        cwd=tmp_path, env=ENV, capture_output=True, text=True, timeout=1200, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    meta = read_db(out)[0]
+    assert meta["build"]["engine"]["name"] == "vllm" and meta["build"]["engine"]["engine_args"] == ENGINE
+    assert meta["tokenizer"] == read_db(transformers_db)[0]["tokenizer"] and meta["counts"]["answers"] == PROMPTS
+    assert compare(request, "vLLM offline", out, transformers_db) > 0.6
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_vllm_serve_builds_the_database_through_the_server(vllm_python, transformers_db, tmp_path, request):
+    folder = load_text(DEFAULT_MODEL).source  # the packaged model's converted folder
+    port = free_port()
+    log = (tmp_path / "serve.log").open("w")
+    server = subprocess.Popen(
+        [str(vllm_python), "-m", "vllm.entrypoints.openai.api_server", "--model", folder, "--host", "127.0.0.1", "--port", str(port),
+         "--served-model-name", "smollm2", "--dtype", "float32", "--max-model-len", "1024", "--enforce-eager"],
+        env=ENV, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 600
+        while True:
+            assert server.poll() is None, (tmp_path / "serve.log").read_text()[-3000:]
+            try:
+                with urllib.request.urlopen(f"{url}/v1/models", timeout=5):
+                    break
+            except OSError:
+                assert time.monotonic() < deadline, "vllm serve did not answer within 600 s"
+                time.sleep(2)
+        out = tmp_path / "db.npz"
+        code = main(["build-db", "model", *COMMON, "--server", url, "--concurrency", "8",
+                     "--out", str(out), "--work-dir", str(tmp_path / "w")])  # fmt: skip
+        assert code == 0
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)  # the server and the engine processes it started
+        try:
+            server.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(server.pid, signal.SIGKILL)
+            server.wait()
+        log.close()
+    meta = read_db(out)[0]
+    assert meta["build"]["engine"]["name"] == "server" and meta["build"]["answers_from_text"] == 0
+    assert compare(request, "vllm serve", out, transformers_db) > 0.6
+    assert np.all(read_db(out)[1]["doc_freq"] >= 1)
