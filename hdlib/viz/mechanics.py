@@ -8,7 +8,6 @@ figures show only its last `past_shown` entries, as the context every node may s
 
 from __future__ import annotations
 
-import html
 from collections.abc import Sequence
 from types import SimpleNamespace
 
@@ -19,7 +18,7 @@ from hdlib.errors import HDError
 from hdlib.trace import Generation, Step
 from hdlib.tree import DraftTree, TreeBuffers, tree_buffers
 from hdlib.verifier import compact_cache, tree_attention_mask
-from hdlib.viz.trace import ROOT_COLOR, TokenLabel, bracket_label, show, tier_name
+from hdlib.viz.trace import ROOT_COLOR, TokenLabel, bracket_label, hover_text, show, tier_name
 
 HIDDEN, VISIBLE = "#F2F2F2", "#3B6FB6"
 
@@ -179,7 +178,7 @@ def cache_compaction_figure(step: Step, past_shown: int = 4, label: TokenLabel |
         node = slot - past
         tier = tier_name(tree.tiers[node])
         token = tree.tokens[node]
-        return f"node {node}: token {token} {html.escape(repr(label(token)), quote=False)} ({tier})"
+        return f"node {node}: token {token} {hover_text(label(token))} ({tier})"
 
     def text(slot: int) -> str:
         return "past" if slot < past else show(label(tree.tokens[slot - past]))

@@ -159,10 +159,10 @@ def token_figure(
 
 
 def _token_hover(token: int, piece: str, tier: Tier, step: int) -> str:
-    return f"token {token} {_hover_text(piece)}<br>tier: {tier_name(tier)}<br>step {step}"
+    return f"token {token} {hover_text(piece)}<br>tier: {tier_name(tier)}<br>step {step}"
 
 
-def _hover_text(piece: str) -> str:
+def hover_text(piece: str) -> str:
     """A piece in hover text: its repr, escaped as `show` escapes."""
     return html.escape(repr(piece), quote=False)
 
@@ -301,7 +301,7 @@ def draft_tree_figure(
             textposition="top center",
             textfont={"family": FONT, "size": 11},
             customdata=[[-1, bonus, tier_name(BONUS)]] if bonus_xy else [],
-            hovertext=[f"token {bonus} {_hover_text(label(bonus))}<br>bonus: the model's own token"] if bonus_xy else [],
+            hovertext=[f"token {bonus} {hover_text(label(bonus))}<br>bonus: the model's own token"] if bonus_xy else [],
             hoverinfo="text",
             showlegend=bonus_xy is not None,
         )
@@ -329,15 +329,15 @@ def _node_hover(tree: DraftTree, node: int, label: TokenLabel, on_path: bool, st
         if tried is None:
             state = "not tried: the walk never reached its parent"
         elif not on_path:
-            state = f"rejected: the model wanted {wanted} {_hover_text(label(wanted))} after its parent"
+            state = f"rejected: the model wanted {wanted} {hover_text(label(wanted))} after its parent"
         if tried is not None:
             state += f"<br>probability of acceptance: {tried:.2f}"
-    lines = [f"node {node}: token {token} {_hover_text(label(token))}", where, f"depth {tree.depths[node]}"]
+    lines = [f"node {node}: token {token} {hover_text(label(token))}", where, f"depth {tree.depths[node]}"]
     if state:
         lines.append(state)
     if step is not None and step.choices is not None:
         after, p = step.choices[node], step.choice_probs[node]  # type: ignore[index]
-        lines.append(f"the model's choice after it: {after} {_hover_text(label(after))} (p {p:.2f})")
+        lines.append(f"the model's choice after it: {after} {hover_text(label(after))} (p {p:.2f})")
     return "<br>".join(lines)
 
 

@@ -205,8 +205,8 @@ class Notebook {
     await this.page.reload();
     await this.page.waitForSelector('.jp-Notebook .jp-Cell', { timeout: TIMEOUT });
     await this.waitIdle();
-    // The widget manager asks the kernel for every widget's state (many MB: each plotly
-    // FigureWidget carries plotly's bundle) and says "Loading widget..." until it has them.
+    // The widget manager asks the kernel for every widget's state (each figure's data is in its
+    // Output's state) and says "Loading widget..." until it has them.
     await this.page.waitForFunction(() => !document.body.innerText.includes('Loading widget...'), null,
       { timeout: TIMEOUT, polling: 500 });
     await this.page.waitForTimeout(3000);
