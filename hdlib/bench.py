@@ -23,7 +23,9 @@ context tier, then the tier whose letter is X.
 Metrics follow Spec-Bench: throughput per question = new tokens / wall time over its turns; speedup =
 mean throughput of the method / mean throughput of `ar`; MAT = mean tokens per step over all steps
 (the bonus token included); `identical_frac` = share of questions whose every turn is token for
-token `ar`'s (only meaningful at temperature 0).
+token `ar`'s. At temperature > 0 hdlib's methods sample with the same seeds, and with the default
+sampling rule ("gumbel") every hd method's answer is `ar`'s too; with "rejection", and for
+transformers' methods, only the distribution is the same.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ from hdlib.databases import parse_tiers
 from hdlib.decoding import generate
 from hdlib.errors import HDError
 from hdlib.models import LoadedModel
+from hdlib.sampling import SAMPLING_RULES
 from hdlib.specbench import Question
 from hdlib.tiers import BONUS, DEFAULT_TIERS, Tier
 from hdlib.trace import Generation
@@ -243,6 +246,7 @@ class BenchResults:
     questions: int
     methods: dict[str, MethodResult]
     extra: dict[str, Any] = field(default_factory=dict)  # what a script added to the file (date, command), kept
+    sampling_rule: str = ""  # how hd methods accepted drafts when sampling; "" at temperature 0
 
     @property
     def tasks(self) -> list[str]:
@@ -250,24 +254,29 @@ class BenchResults:
 
     def to_json(self) -> dict[str, Any]:
         head = {k: getattr(self, k) for k in ("model", "device", "dtype", "machine", "temperature", "max_new_tokens")}
+        rule = {"sampling_rule": self.sampling_rule} if self.sampling_rule else {}
         methods = {name: m.to_json() for name, m in self.methods.items()}
-        return {**head, "questions": self.questions, "methods": methods, **self.extra}
+        return {**head, **rule, "questions": self.questions, "methods": methods, **self.extra}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> BenchResults:
         """Results as `to_json` (or `hdlib bench --out`) wrote them; files from before a field existed
-        read with its default (no `machine`: {}; no `dtype`: float32)."""
+        read with its default (no `machine`: {}; no `dtype`: float32; sampled with no `sampling_rule`:
+        rejection, the only rule then)."""
         known = {"model", "device", "dtype", "machine", "temperature", "max_new_tokens", "questions", "methods"}
+        known.add("sampling_rule")
+        temperature = float(data["temperature"])
         return cls(
             model=str(data["model"]),
             device=str(data["device"]),
             dtype=str(data.get("dtype", "float32")),
             machine=dict(data.get("machine", {})),
-            temperature=float(data["temperature"]),
+            temperature=temperature,
             max_new_tokens=int(data["max_new_tokens"]),
             questions=int(data["questions"]),
             methods={str(n): MethodResult.from_json(m) for n, m in data["methods"].items()},
             extra={k: v for k, v in data.items() if k not in known},
+            sampling_rule=str(data.get("sampling_rule", "rejection" if temperature > 0 else "")),
         )
 
     @classmethod
@@ -340,10 +349,12 @@ def answer(
     max_new_tokens: int,
     temperature: float = 0.0,
     seed: int = 0,
+    sampling_rule: str = SAMPLING_RULES[0],
 ) -> list[Turn]:
     """Every turn of `question`, with the earlier turns answered by `history` (the baseline's text).
 
-    Sampled turns use seed `seed + turn`, so a run can be replayed.
+    Sampled turns use seed `seed + turn`, so a run can be replayed; hdlib's methods accept drafts by
+    `sampling_rule`.
     """
     messages: list[dict[str, str]] = []
     turns: list[Turn] = []
@@ -354,7 +365,9 @@ def answer(
             g = hf_generate(lm, prompt_ids, max_new_tokens, temperature, seed + i, method.prompt_lookup)
             turns.append(Turn.of_transformers(g, lm.decode(g.tokens)))
         else:
-            sampling = {"temperature": temperature, "seed": seed + i} if temperature > 0 else {}
+            sampling = (
+                {"temperature": temperature, "seed": seed + i, "sampling_rule": sampling_rule} if temperature > 0 else {}
+            )
             g = generate(lm, prompt_ids, method.tiers, max_new_tokens=max_new_tokens, budget=method.budget, **sampling)
             turns.append(Turn.of(g))
         messages.append({"role": "assistant", "content": history[i] if i < len(history) else turns[-1].text})
@@ -370,14 +383,16 @@ def run_benchmark(
     temperature: float = 0.0,
     done: Sequence[Answered] = (),
     on_answer: Callable[[Question, str], None] | None = None,
+    sampling_rule: str = SAMPLING_RULES[0],
 ) -> BenchResults:
     """Every method over every question, interleaved; Spec-Bench's metrics per method and task.
 
     `done` holds questions answered earlier (a resumed run): they are not answered again but count
     in the metrics. `on_question` sees each newly answered question (to save it, to show progress);
     `on_answer` sees each (question, method name) as that method finishes it (`MethodProgress`).
-    At temperature > 0 every method samples (question i, turn j with seed 1000 i + j), so
-    `identical_frac` only means something at temperature 0.
+    At temperature > 0 every method samples (question i, turn j with seed 1000 i + j), hdlib's by
+    `sampling_rule`: with "gumbel" every hd method's answers are `ar`'s, with "rejection" only their
+    distribution is.
     """
     methods = parse_methods(method_names)
     names = [m.name for m in methods]
@@ -392,12 +407,12 @@ def run_benchmark(
             answer(lm, warm, method, (), 8)
     for question in todo:
         seed = 1000 * question.question_id
-        base = answer(lm, question, methods[0], (), max_new_tokens, temperature, seed)
+        base = answer(lm, question, methods[0], (), max_new_tokens, temperature, seed, sampling_rule)
         runs = {"ar": base}
         history = [t.text for t in base]
         for method in methods:
             if method is not methods[0]:
-                runs[method.name] = answer(lm, question, method, history, max_new_tokens, temperature, seed)
+                runs[method.name] = answer(lm, question, method, history, max_new_tokens, temperature, seed, sampling_rule)
             if on_answer is not None:
                 on_answer(question, method.name)
         records[question.question_id] = Answered(question.question_id, question.task, runs)
@@ -412,6 +427,7 @@ def run_benchmark(
         max_new_tokens=max_new_tokens,
         questions=len(questions),
         methods=aggregate([records[q.question_id] for q in questions], names),
+        sampling_rule=sampling_rule if temperature > 0 else "",
     )
 
 
@@ -465,11 +481,14 @@ def fairness_line(results: Results) -> str:
 
 
 def identical_line(results: Results) -> str:
-    """At temperature 0, is every method's output `ar`'s? In float32 anything else is a bug; in half
-    precision the tree pass and the one-token pass round differently, and near-ties can flip."""
+    """Is every method's output `ar`'s? Greedy, or sampling by the Gumbel rule, in float32 anything
+    else is a bug for an hd method; in half precision the tree pass and the one-token pass round
+    differently, and near-ties can flip. Transformers' methods sample with random numbers of their
+    own, and the rejection rule spends its own as the tree says: the same distribution, not the same
+    answer."""
     r = BenchResults.of(results)
-    if r.temperature != 0:
-        return "identical to ar: not expected when sampling (other random draws, the same distribution)"
+    if r.temperature != 0 and r.sampling_rule != "gumbel":
+        return "identical to ar: not expected when sampling by the rejection rule (other random draws, the same distribution)"
     differ = {n: m.overall.identical_frac for n, m in r.methods.items() if m.overall.identical_frac < 1}
     if not differ:
         return "identical to ar: every method on 100 % of questions"
@@ -478,7 +497,8 @@ def identical_line(results: Results) -> str:
         return f"identical to ar: {listed} of questions; {presentation.rounding_note(r.dtype)} (README: Half precision)"
     if any(n.startswith("hd") for n in differ):
         return f"WARNING: not identical to ar in float32: {listed} of questions: a bug, please report it"
-    return f"identical to ar: {listed} of questions (transformers' own decoding; every hd method 100 %)"
+    own = "transformers' own sampling" if r.temperature != 0 else "transformers' own decoding"
+    return f"identical to ar: {listed} of questions ({own}; every hd method 100 %)"
 
 
 def summary(results: Results) -> str:

@@ -33,6 +33,7 @@ def run_settings(
     methods: Sequence[str],
     questions: Sequence[Question],
     dtype: str = "float32",
+    sampling_rule: str = "gumbel",
 ) -> dict[str, object]:
     """What must not change between an interrupted run and its resumption."""
     text = json.dumps([[q.question_id, q.category, list(q.turns)] for q in questions], ensure_ascii=False)
@@ -41,6 +42,7 @@ def run_settings(
         "device": device,
         **({"dtype": dtype} if dtype != "float32" else {}),  # (absent in float32: older logs still resume)
         "temperature": float(temperature),
+        **({"sampling_rule": sampling_rule} if temperature > 0 else {}),
         "max_new_tokens": int(max_new_tokens),
         "methods": list(methods),
         "question_ids": [q.question_id for q in questions],

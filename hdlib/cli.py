@@ -1,13 +1,13 @@
 """The `hdlib` command line.
 
     hdlib generate --prompt TEXT [--model M] [--tiers context,model,statistics] [--budget N] [--max-new-tokens N]
-        [--temperature T [--top-p P] [--top-k K] [--seed S]]
+        [--temperature T [--top-p P] [--top-k K] [--seed S] [--sampling-rule gumbel|rejection]]
     hdlib build-db model|statistics [--model M] [--source PATH|sharegpt] [--limit N] [--out PATH]
         [--engine vllm [--engine-arg KEY=VALUE ...] | --server URL [--concurrency N]]
     hdlib db info PATH [--model M]
     hdlib warmup [--model M]
     hdlib bench [--questions PATH] [--per-task K] [--max-new-tokens N] [--methods LIST] [--temperature T]
-        [--model M] [--out results.json] [--html report.html] [--resume]
+        [--sampling-rule gumbel|rejection] [--model M] [--out results.json] [--html report.html] [--resume]
 
 Every user mistake is one line on stderr, `hdlib: error: ...`, and exit status 2, checked before
 the model is loaded where it can be; nothing is printed to stdout until the answer is complete.
@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import secrets
 import shlex
 import sys
 from collections.abc import Sequence
@@ -30,6 +31,10 @@ from hdlib.paths import data_dir
 from hdlib.tiers import DEFAULT_TIERS, Tier
 
 DEFAULT_QUESTIONS = data_dir() / "prompts" / "prompts.jsonl"
+SAMPLING_RULE_HELP = (
+    "sampling: gumbel (default), HD's answer is plain sampling's for the seed; rejection, recursive rejection "
+    "sampling, the same distribution but another answer"
+)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -56,6 +61,7 @@ def _budget(text: str) -> int | None:
 def build_parser() -> argparse.ArgumentParser:
     from hdlib.cpu import DEFAULT_PREPACK, PREPACK_CHOICES
     from hdlib.models import DEFAULT_MODEL, DTYPE_CHOICES
+    from hdlib.sampling import SAMPLING_RULES
 
     parser = _Parser(prog="hdlib", description="Hierarchy Drafting: lossless speculative decoding from tiers of n-gram databases.")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -72,6 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--top-p", type=float, default=1.0, help="sampling: nucleus mass kept (default 1, all)")
     gen.add_argument("--top-k", type=int, default=0, help="sampling: most likely tokens kept (default 0, all)")
     gen.add_argument("--seed", type=int, default=None, help="sampling: makes the answer reproducible (default: drawn, then printed)")
+    gen.add_argument("--sampling-rule", choices=SAMPLING_RULES, default=SAMPLING_RULES[0], help=SAMPLING_RULE_HELP)
     gen.add_argument("--device", default=None, help="cuda or cpu (default: cuda when present)")
     gen.add_argument("--prepack", choices=PREPACK_CHOICES, default=DEFAULT_PREPACK, help="CPU: which linear layers may run with oneDNN-prepacked weights (default all; each where it is faster)")
     gen.add_argument("--dtype", choices=DTYPE_CHOICES, default="float32", help="weights and activations (default float32; in bfloat16/float16 HD can differ from plain decoding at near-ties)")
@@ -117,6 +124,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--max-new-tokens", type=_positive, default=256, help="per turn (default 256)")
     bench.add_argument("--methods", default="hf,hf-pld,hd", help="ar, hf, hf-pld, hd, hd:ORDER (e.g. hd:CM), hd:all-orders; an hd method may end in @N, a fixed budget of N draft tokens per step (e.g. hd:CMS@64, hd:all-orders@16); ar always runs (default hf,hf-pld,hd)")
     bench.add_argument("--temperature", type=float, default=0.0, help="0 is greedy (default); above 0 every method samples")
+    bench.add_argument("--sampling-rule", choices=SAMPLING_RULES, default=SAMPLING_RULES[0], help=SAMPLING_RULE_HELP)
     bench.add_argument("--model", default=DEFAULT_MODEL)
     bench.add_argument("--prepack", choices=PREPACK_CHOICES, default=DEFAULT_PREPACK, help="CPU: which linear layers may run with oneDNN-prepacked weights (default all; each where it is faster)")
     bench.add_argument("--dtype", choices=DTYPE_CHOICES, default="float32", help="weights and activations (default float32)")
@@ -152,7 +160,15 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
     # Everything that can be checked without the model is checked first.
     tiers = parse_tiers(args.tiers)
-    sampling = {"temperature": args.temperature, "top_p": args.top_p, "top_k": args.top_k, "seed": args.seed}
+    # Plain decoding and HD sample with one seed, drawn here when none is given, so that the two can be compared.
+    seed = args.seed if args.seed is not None or args.temperature == 0 else secrets.randbits(63)
+    sampling = {
+        "temperature": args.temperature,
+        "top_p": args.top_p,
+        "top_k": args.top_k,
+        "seed": seed,
+        "sampling_rule": args.sampling_rule,
+    }
     DecodeSettings(max_new_tokens=args.max_new_tokens, **sampling)
     prompt = read_prompt(args)
 
@@ -190,13 +206,22 @@ def report_lines(hd, plain, dtype: str = "float32") -> list[str]:
             f"(per step: {per_step}; forward {1e3 * t.forward / n_steps:.1f} ms)"
         ),
     ]
+    # The Gumbel rule's answer is plain sampling's, as greedy HD's is plain greedy's; the rejection
+    # rule's is another draw from the same distribution, which changes with the tree.
+    exact = hd.seed is None or hd.sampling_rule == "gumbel"
     if hd.seed is not None:
-        lines.append(f"sampled at temperature {hd.temperature:g} with seed {hd.seed} (--seed {hd.seed} replays it)")
+        replay = (
+            f"--seed {hd.seed} replays it"
+            if exact
+            else "the rejection rule: the same distribution as plain sampling, but the answer changes with the "
+            "draft tree, so a seed does not replay it; the default rule, gumbel, does"
+        )
+        lines.append(f"sampled at temperature {hd.temperature:g} with seed {hd.seed} ({replay})")
     if plain is not None:
-        if hd.seed is not None:
-            same = "a different sample from the same distribution"
-        elif plain.tokens == hd.tokens:
+        if plain.tokens == hd.tokens:
             same = "identical"
+        elif not exact:
+            same = "a different sample from the same distribution"
         elif dtype != "float32":
             same = f"different ({presentation.rounding_note(dtype)})"
         else:
@@ -338,7 +363,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
     questions = per_task(load_questions(args.questions, on_bad_line=bad_line), args.per_task)
     device = str(get_device())
-    settings = run_settings(args.model, device, args.temperature, args.max_new_tokens, methods, questions, args.dtype)
+    settings = run_settings(
+        args.model, device, args.temperature, args.max_new_tokens, methods, questions, args.dtype, args.sampling_rule
+    )
     log = ResultsLog(raw_path(args.out), settings, resume=args.resume)
 
     lm = load_model(args.model, dtype=args.dtype, prepack=args.prepack)
@@ -350,7 +377,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
         bar.set_postfix_str(f"q{question.question_id} {question.task}")
 
     try:
-        results = run_benchmark(lm, questions, methods, args.max_new_tokens, on_question, args.temperature, log.done)
+        results = run_benchmark(
+            lm, questions, methods, args.max_new_tokens, on_question, args.temperature, log.done,
+            sampling_rule=args.sampling_rule,
+        )  # fmt: skip
     except KeyboardInterrupt:
         bar.close()
         again = shlex.join(["hdlib", *args.argv, *([] if args.resume else ["--resume"])])

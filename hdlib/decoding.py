@@ -25,7 +25,7 @@ from hdlib.drafter import Drafter
 from hdlib.errors import HDError
 from hdlib.models import LoadedModel
 from hdlib.profile import load_or_measure
-from hdlib.sampling import Sampler, Warp
+from hdlib.sampling import SAMPLING_RULES, Sampler, Warp, check_rule
 from hdlib.tiers import BONUS, DEFAULT_TIERS, DraftTier, ModelGuesses, Tier
 from hdlib.trace import Generation, Step, StepTimes, cut_at_end, stop_reason
 from hdlib.tree import DraftTree
@@ -40,6 +40,9 @@ class DecodeSettings:
     top_p: float = 1.0  # sampling only: nucleus mass kept (1 keeps all)
     top_k: int = 0  # sampling only: most likely tokens kept (0 keeps all)
     seed: int | None = None  # sampling only: None draws one (recorded in the Generation)
+    # sampling only: "gumbel", the same answer as plain sampling for a seed; "rejection", recursive
+    # rejection sampling, the same distribution (hdlib.sampling)
+    sampling_rule: str = SAMPLING_RULES[0]
 
     def __post_init__(self) -> None:
         if not isinstance(self.max_new_tokens, int) or self.max_new_tokens < 1:
@@ -47,6 +50,7 @@ class DecodeSettings:
         Warp(self.temperature, self.top_p, self.top_k)  # validates them
         if self.seed is not None and (not isinstance(self.seed, int) or self.seed < 0):
             raise HDError(f"seed must be a non-negative integer or None, got {self.seed!r}")
+        check_rule(self.sampling_rule)
 
     @property
     def warp(self) -> Warp:
@@ -88,7 +92,11 @@ class Decoder:
         self.model = model
         self.prompt_ids = [int(t) for t in prompt_ids]
         self.settings = settings = settings or DecodeSettings()
-        self.sampler = sampler if sampler is not None or settings.warp.greedy else Sampler(settings.warp, settings.seed)
+        self.sampler = (
+            sampler
+            if sampler is not None or settings.warp.greedy
+            else Sampler(settings.warp, settings.seed, settings.sampling_rule)
+        )
         self.drafter = drafter or Drafter([])
         self.budget = budget or FixedBudget(0 if not self.drafter.tiers else 8)
         self.eos = frozenset(eos_token_ids)
@@ -122,6 +130,7 @@ class Decoder:
             pieces=lm.token_pieces(tokens) if lm is not None else [],
             temperature=self.settings.temperature,
             seed=self.sampler.seed if self.sampler else None,
+            sampling_rule=self.sampler.rule if self.sampler else "",
         )
 
     def _steps(self) -> Iterator[Step]:
@@ -208,6 +217,7 @@ def generate(
     top_p: float = 1.0,
     top_k: int = 0,
     seed: int | None = None,
+    sampling_rule: str = SAMPLING_RULES[0],
 ) -> Generation:
     """Answer `prompt` with HD (or plain decoding when `tiers` is empty) and return the record.
 
@@ -216,10 +226,18 @@ def generate(
     `budget` is the most draft tokens per step; None chooses it per step from the measured forward
     time. `temperature` 0 is greedy decoding; above 0 HD samples from exactly the distribution plain
     sampling would (with `top_p` and `top_k` applied alike); `seed` makes a sampled answer
-    reproducible on the same machine and device (None draws one; it is kept in the result).
+    reproducible (None draws one; it is kept in the result). With `sampling_rule` "gumbel" (the
+    default) HD's answer for a seed is plain sampling's answer for that seed, token for token, with
+    any tiers and budget; "rejection" (recursive rejection sampling) gives the same distribution but
+    another answer, which changes with the tree.
     """
     settings = DecodeSettings(
-        max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, top_k=top_k, seed=seed
+        max_new_tokens=max_new_tokens,
+        temperature=temperature,
+        top_p=top_p,
+        top_k=top_k,
+        seed=seed,
+        sampling_rule=sampling_rule,
     )
     if isinstance(prompt, str):
         if not prompt.strip():

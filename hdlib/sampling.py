@@ -1,28 +1,43 @@
-"""Lossless sampling: the warpers, and recursive rejection sampling over a tree of drafts.
+"""Lossless sampling: the warpers, and the two rules that accept drafts over a tree.
 
 Plain sampling and HD share everything here. The target's distribution at a node is `warp(logits)`:
-temperature, then top-k, then top-p, as transformers applies them. A step then walks the tree from
-the root. At each node the residual distribution starts as the node's warped distribution; its
-children are tried in the drafter's order, child x accepted with probability residual(x) (the
-residual normalised); a rejected x is removed from the residual. If a child is accepted the walk
-moves down to it; if every child is rejected (or the node has none) the step's last token is drawn
-from what is left of the residual.
+temperature, then top-k, then top-p, as transformers applies them. A step walks the tree from the
+root, and a rule decides at each node which child (if any) the walk moves down to; where it stops,
+the step's last token is drawn. Two rules, both exact (every emitted token is drawn from the
+target's distribution given the accepted text before it, as in plain sampling):
 
+`"gumbel"`, the default: **the same sample as plain sampling.** Each position of the text has its own
+randomness, a pure function of the seed and the position (Gumbel noise from the counter-based Philox
+generator, keyed by the two), and the token at a position is `argmax(log p + noise)`, the Gumbel-max
+trick: a draw from p. A node's sample is computed from its own distribution and the noise of the
+position after it, and a drafted child is accepted exactly when it is that token. Nothing depends on
+the drafts, so HD's answer is, token for token, plain sampling's answer for the same seed, whatever
+the tiers, their order, the budget, the acceptance prior or the machine's load. Drafts are
+deterministic, so a node keeps one of its children with probability the sum of their probabilities,
+as under the rejection rule: acceptance is the same. The idea is drafter-invariant speculative
+decoding by a Gumbel coupling: M. Daliri, C. Musco, A. T. Suresh, "Coupling without Communication and
+Drafter-Invariant Speculative Decoding" (arXiv:2408.07978, 2024); Gumbel-max: E. J. Gumbel (1954),
+as used by Maddison, Tarlow and Minka, "A* Sampling" (NeurIPS 2014); Philox: Salmon et al., "Parallel
+Random Numbers: As Easy as 1, 2, 3" (SC 2011).
+
+`"rejection"`: **the same distribution**, recursive rejection sampling. At each node the residual
+distribution starts as the node's warped distribution; its children are tried in the drafter's
+order, child x accepted with probability residual(x) (the residual normalised); a rejected x is
+removed from the residual. If a child is accepted the walk moves down to it; if every child is
+rejected (or the node has none) the step's last token is drawn from what is left of the residual.
 Why it is exact: drafts are deterministic (a tier proposes tokens, it does not sample them), so
 "accept x with probability p(x), else remove x and renormalise" is just a way of drawing from p one
 candidate at a time: P(first child) = p(x1), P(second) = (1 - p(x1)) p(x2) / (1 - p(x1)) = p(x2),
-and so on, the rest of the mass going to the final draw. Every token of the answer is therefore
-drawn from the target's distribution given the accepted text before it, as in plain sampling.
+and so on, the rest of the mass going to the final draw. It consumes its random numbers one per
+tried draft, then one final draw, so the n-th random number means something else for every tree:
+the same seed gives another answer than plain sampling, and another again when the tree changes
+(the value-ranked tree weighs measured times and a prior that learns across runs).
 
-`reject_step` is the one rule the sampler, the exact enumeration (`node_trials`,
-`outcome_distribution`) and the empirical check (`sample_outcomes`, `chi_square_p_value`) use; a
-notebook and the tests show with them, on fixed distributions and without a model, that the rule
-emits exactly the target distribution, and that a broken rule (`accept_every_draft`) does not.
-
-Why the same seed gives plain sampling and HD different text: both draw from the same
-distribution, but HD consumes its random numbers otherwise (one uniform per tried draft, then a
-final draw), so the n-th random number means something else in each; only the distribution of the
-answers is the same, not the answer for a seed.
+`reject_step` is the one rule the rejection sampler, the exact enumeration (`node_trials`,
+`outcome_distribution`) and the empirical check (`sample_outcomes`, `chi_square_p_value`) use;
+`shared_outcomes` draws one node's token as the Gumbel rule does. A notebook and the tests show with
+them, on fixed distributions and without a model, that both rules emit exactly the target
+distribution, and that a broken rule (`accept_every_draft`) does not.
 """
 
 from __future__ import annotations
@@ -32,6 +47,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 from hdlib.errors import HDError
@@ -111,19 +127,46 @@ def reject_step(residual: torch.Tensor, token: int) -> tuple[float, torch.Tensor
     return accept, rest
 
 
-class Sampler:
-    """Draws a step's accepted path and last token from the tree's logits, with its own seeded RNG.
+SAMPLING_RULES = ("gumbel", "rejection")  # the first is the default (see the module docstring)
 
-    The generator lives on the CPU and only the rows of the nodes the walk visits are warped and
+
+def check_rule(rule: str) -> str:
+    if rule not in SAMPLING_RULES:
+        raise HDError(
+            f"sampling rule must be one of {', '.join(SAMPLING_RULES)} (gumbel: the same sample as plain "
+            f"sampling for a seed; rejection: recursive rejection sampling, the same distribution), got {rule!r}"
+        )
+    return rule
+
+
+def position_noise(seed: int, position: int, vocab: int) -> torch.Tensor:
+    """Gumbel noise (vocab,) float64 for one position of the text: a pure function of (seed, position),
+    drawn by Philox keyed by the two, so any position's noise is had without drawing the others'."""
+    generator = np.random.Generator(np.random.Philox(key=np.array([seed, position], dtype=np.uint64)))
+    uniform = generator.random(vocab)  # [0, 1): 0 gives -inf noise, a token never drawn
+    with np.errstate(divide="ignore"):
+        return torch.from_numpy(-np.log(-np.log(uniform)))
+
+
+def gumbel_token(probs: torch.Tensor, noise: torch.Tensor) -> int:
+    """The Gumbel-max draw: the token maximising log p + noise (p as `Warp` gives it, float64)."""
+    return int((probs.log() + noise).argmax())
+
+
+class Sampler:
+    """Draws a step's accepted path and last token from the tree's logits, by `rule` with `seed`.
+
+    The randomness lives on the CPU and only the rows of the nodes the walk visits are warped and
     copied there, so the same seed gives the same answer on every device with the same logits.
     """
 
-    def __init__(self, warp: Warp, seed: int | None = None) -> None:
+    def __init__(self, warp: Warp, seed: int | None = None, rule: str = SAMPLING_RULES[0]) -> None:
         if warp.greedy:
             raise HDError("a Sampler needs temperature > 0; temperature 0 is greedy decoding")
         self.warp = warp
         self.seed = secrets.randbits(63) if seed is None else int(seed)
-        self.generator = torch.Generator().manual_seed(self.seed)
+        self.rule = check_rule(rule)
+        self.generator = torch.Generator().manual_seed(self.seed)  # the rejection rule's stream
 
     def _uniform(self) -> float:
         return float(torch.rand((), generator=self.generator, dtype=torch.float64))
@@ -132,17 +175,39 @@ class Sampler:
         return int(torch.multinomial(residual / residual.sum(), 1, generator=self.generator))
 
     def accept(
-        self, tree: DraftTree, logits: torch.Tensor, trials: dict[int, float] | None = None
+        self, tree: DraftTree, logits: torch.Tensor, past_len: int, trials: dict[int, float] | None = None
     ) -> tuple[list[int], int]:
-        """The accepted node indices (root first) and the token drawn after the last of them; each
-        node tried, with the probability it had of being accepted, goes into `trials`."""
-        return self.walk(tree, lambda node: self.warp(logits[node].detach().cpu()), trials)
+        """The accepted node indices (root first) and the token drawn after the last of them. The
+        root is token `past_len` of the text (0-based), so the token after node n is token
+        `past_len + 1 + depth(n)`. Each node tried, with the probability it had of being accepted
+        once its parent was reached, goes into `trials`."""
+        return self.walk(tree, lambda node: self.warp(logits[node].detach().cpu()), past_len + 1, trials)
 
     def walk(
         self,
         tree: DraftTree,
         distribution: Callable[[int], torch.Tensor],
+        first_position: int,
         trials: dict[int, float] | None = None,
+    ) -> tuple[list[int], int]:
+        """The walk down `tree` by the sampler's rule; `distribution(node)` is the warped
+        distribution after a node, `first_position` the position of the token after the root."""
+        if self.rule == "rejection":
+            return self._reject_walk(tree, distribution, trials)
+        path = [0]
+        while True:
+            node = path[-1]
+            probs = distribution(node)
+            token = gumbel_token(probs, position_noise(self.seed, first_position + tree.depths[node], probs.shape[-1]))
+            if trials is not None:
+                trials.update((child, float(probs[tree.tokens[child]])) for child in tree.children(node))
+            chosen = tree.child(node, token)
+            if chosen is None:
+                return path, token
+            path.append(chosen)
+
+    def _reject_walk(
+        self, tree: DraftTree, distribution: Callable[[int], torch.Tensor], trials: dict[int, float] | None
     ) -> tuple[list[int], int]:
         path = [0]
         while True:
@@ -225,6 +290,13 @@ def sample_outcomes(
             emitted = int(torch.multinomial(residual / residual.sum(), 1, generator=generator))
         counts[emitted] += 1
     return counts
+
+
+def shared_outcomes(probs: torch.Tensor, n: int, seed: int = 0) -> Counter[int]:
+    """The token one node emits under the Gumbel rule, at `n` positions of one seed, counted: each
+    position's noise is its own, so the draws are independent. The candidates play no part."""
+    base = probs.to(torch.float64)
+    return Counter(gumbel_token(base, position_noise(seed, position, base.shape[-1])) for position in range(n))
 
 
 def chi_square_p_value(counts: Counter, expected: dict) -> float:

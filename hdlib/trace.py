@@ -117,6 +117,7 @@ class Generation:
     pieces: list[str] = field(default_factory=list)  # the text of each token, when a tokenizer was at hand
     temperature: float = 0.0  # 0: greedy
     seed: int | None = None  # the sampler's seed (None when greedy): pass it again to replay the answer
+    sampling_rule: str = ""  # how drafts were accepted when sampling (hdlib.sampling); "" when greedy
 
     @property
     def mat(self) -> float:
@@ -163,7 +164,11 @@ class Generation:
             "overhead_frac": round(self.overhead_frac, 4),
             "tiers": {t.name: n for t, n in self.legend()},
             "stop_reason": StopReason(self.stop_reason).value,
-            **({"temperature": self.temperature, "seed": self.seed} if self.temperature > 0 else {}),
+            **(
+                {"temperature": self.temperature, "seed": self.seed, "sampling_rule": self.sampling_rule}
+                if self.temperature > 0
+                else {}
+            ),
         }
 
     @property

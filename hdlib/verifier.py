@@ -277,7 +277,7 @@ class Verifier:
         else:
             self.sync()
             marks.append(time.perf_counter())
-            path, bonus = self.sampler.accept(tree, logits, trials)
+            path, bonus = self.sampler.accept(tree, logits, past_len, trials)
         # Engine time, counted with acceptance: what the model wanted at every node (for the records).
         guesses, probs = top_guesses(logits, max(successors, 1))
         choices, choice_probs = [g[0] for g in guesses], [p[0] for p in probs]

@@ -35,6 +35,7 @@ def fails(capsys, argv: list[str], message: str) -> None:
         (["generate", "--prompt", "hi", "--temperature", "-1"], "temperature must be a finite number >= 0"),
         (["generate", "--prompt", "hi", "--temperature", "1", "--top-p", "0"], "top_p must be in (0, 1]"),
         (["generate", "--prompt", "hi", "--temperature", "1", "--top-k", "-2"], "top_k must be an integer >= 0"),
+        (["generate", "--prompt", "hi", "--temperature", "1", "--sampling-rule", "coin"], "invalid choice: 'coin'"),
         (["generate"], "one of the arguments --prompt --prompt-file is required"),
         (["generate", "--prompt", "hi", "--prompt-file", "x"], "not allowed with argument"),
         (["frobnicate"], "invalid choice"),
@@ -77,5 +78,15 @@ def test_generate_samples_reproducibly_with_a_seed(capsys, tmp_path):
     for _ in range(2):
         assert main(argv) == 0
         outs.append(capsys.readouterr().out)
-    assert "with seed 5" in outs[0] and "a different sample from the same distribution" in outs[0]
+    assert "with seed 5 (--seed 5 replays it)" in outs[0] and "output identical" in outs[0]
     assert outs[0].split("\n\n")[0] == outs[1].split("\n\n")[0]  # the same answer
+
+
+def test_generate_says_what_the_rejection_rule_promises(capsys, tmp_path):
+    folder = save_tiny(tmp_path / "m")
+    argv = ["generate", "--prompt", "hello world how are you " * 4, "--model", str(folder), "--max-new-tokens", "12"]
+    argv += ["--tiers", "context", "--temperature", "2", "--seed", "5", "--sampling-rule", "rejection", "--color", "never"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "replays it" not in out and "a seed does not replay it" in out
+    assert "output identical" in out or "a different sample from the same distribution" in out

@@ -16,8 +16,13 @@ from collections.abc import Sequence
 
 import pytest
 import torch
-from hypothesis import given, settings
+import numpy as np
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from oracle import OracleTier
+from test_lossless import TruthTier
+from test_lossless import prompts as lossless_prompts
+from tiny import VOCAB as TINY_VOCAB
 from tiny import tiny_gemma3, tiny_llama
 from transformers.generation.logits_process import TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper
 
@@ -27,15 +32,19 @@ from hdlib.decoding import DecodeSettings, run
 from hdlib.drafter import Drafter
 from hdlib.errors import HDError
 from hdlib.sampling import (
+    SAMPLING_RULES,
     Warp,
     accept_every_draft,
     chi_square_p_value,
     node_trials,
     outcome_distribution,
+    position_noise,
     sample_outcomes,
+    shared_outcomes,
 )
 from hdlib.tiers import BONUS, ContextTier, Tier
 from hdlib.tiers.base import Draft, DraftTier
+from hdlib.tiers.model import ModelTier
 from hdlib.value import ValueTree
 
 V = 8  # vocabulary of the chi-square tests' model
@@ -110,6 +119,7 @@ def test_warpers_agree_with_transformers(temperature, top_k, top_p):
         ({"temperature": 1.0, "top_k": -1}, "top_k"),
         ({"temperature": 1.0, "top_k": 2.5}, "top_k"),
         ({"temperature": 1.0, "seed": -3}, "seed"),
+        ({"temperature": 1.0, "sampling_rule": "coin"}, "sampling rule must be one of gumbel, rejection"),
     ],
 )
 def test_bad_sampling_settings_are_refused(kwargs, message):
@@ -175,7 +185,14 @@ class LikelyTier(DraftTier):
 
 
 def sample_answers(
-    warp: Warp, tiers: str, budget: int | str, n: int, model=None, n_new: int = N_NEW, eos: int | None = None
+    warp: Warp,
+    tiers: str,
+    budget: int | str,
+    n: int,
+    model=None,
+    n_new: int = N_NEW,
+    eos: int | None = None,
+    rule: str = "gumbel",
 ) -> Counter[tuple[int, ...]]:
     """`budget` "value": the value-ranked tree on a flat forward profile (it learns across steps)."""
     model = model or small_model()
@@ -184,7 +201,7 @@ def sample_answers(
     accepted_drafts = 0
     for seed in range(n):
         drafter = Drafter([make[c]() for c in tiers])
-        settings = DecodeSettings(n_new, warp.temperature, warp.top_p, warp.top_k, seed=seed)
+        settings = DecodeSettings(n_new, warp.temperature, warp.top_p, warp.top_k, seed=seed, sampling_rule=rule)
         policy = ValueTree(flat_profile(), candidates=8) if budget == "value" else FixedBudget(budget)
         got = run(model, PROMPT, drafter, settings, () if eos is None else (eos,), policy)
         counts[tuple(got.tokens)] += 1
@@ -203,9 +220,16 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize(("warp", "tiers", "budget"), CASES)
-def test_hd_samples_follow_the_exact_distribution(warp, tiers, budget):
-    p = chi_square_p_value(sample_answers(warp, tiers, budget, n=3000), exact_joint(warp))
+# The default rule on every case; the rejection rule, tested as thoroughly before it had a twin, on
+# the cases with the most tiers and the value-ranked tree (each case costs about 25 s).
+RULE_CASES = [pytest.param(*c.values, "gumbel", id=f"{c.id}-gumbel") for c in CASES] + [
+    pytest.param(*c.values, "rejection", id=f"{c.id}-rejection") for c in CASES if "context" in c.id
+]
+
+
+@pytest.mark.parametrize(("warp", "tiers", "budget", "rule"), RULE_CASES)
+def test_hd_samples_follow_the_exact_distribution(warp, tiers, budget, rule):
+    p = chi_square_p_value(sample_answers(warp, tiers, budget, n=3000, rule=rule), exact_joint(warp))
     assert p > 1e-3, f"chi-square p = {p:.2e}"
 
 
@@ -218,11 +242,15 @@ def likely_eos() -> int:
     return int(p.argsort(descending=True)[1])
 
 
-@pytest.mark.parametrize("eos", [False, True], ids=["five-tokens", "five-tokens-end-of-sequence"])
-def test_hd_samples_five_tokens_deep_and_through_an_end_token_exactly(eos):
+@pytest.mark.parametrize(
+    ("eos", "rule"),
+    [(False, "gumbel"), (True, "gumbel"), (True, "rejection")],
+    ids=["five-tokens-gumbel", "five-tokens-end-of-sequence-gumbel", "five-tokens-end-of-sequence-rejection"],
+)
+def test_hd_samples_five_tokens_deep_and_through_an_end_token_exactly(eos, rule):
     """Accepted runs as long as the answer; with an end token, answers that stop early, at any depth."""
     end = likely_eos() if eos else None
-    samples = sample_answers(DEEP, "L", 8, n=3000, n_new=5, eos=end)
+    samples = sample_answers(DEEP, "L", 8, n=3000, n_new=5, eos=end, rule=rule)
     if eos:
         assert sum(c for s, c in samples.items() if len(s) < 5) > 300  # the end token was met, early
     p = chi_square_p_value(samples, exact_joint(DEEP, 5, end))
@@ -231,12 +259,30 @@ def test_hd_samples_five_tokens_deep_and_through_an_end_token_exactly(eos):
 
 def test_negative_control_accepting_every_draft_fails_the_deep_chi_square_test(monkeypatch):
     monkeypatch.setattr(hdlib.sampling, "reject_step", accept_every_draft)
-    p = chi_square_p_value(sample_answers(DEEP, "L", 8, n=1000, n_new=5), exact_joint(DEEP, 5))
+    p = chi_square_p_value(sample_answers(DEEP, "L", 8, n=1000, n_new=5, rule="rejection"), exact_joint(DEEP, 5))
     assert p < 1e-6
 
 
 def test_negative_control_accepting_every_draft_fails_the_chi_square_test(monkeypatch):
     monkeypatch.setattr(hdlib.sampling, "reject_step", accept_every_draft)
+    warp = Warp(1.0)
+    p = chi_square_p_value(sample_answers(warp, "L", 8, n=1000, rule="rejection"), exact_joint(warp))
+    assert p < 1e-6
+
+
+def test_negative_control_noise_shared_by_every_position_fails_the_chi_square_test(monkeypatch):
+    """The Gumbel rule's randomness must be the position's own: one noise for all positions draws
+    each token from its distribution but ties the tokens of an answer together."""
+    noise = hdlib.sampling.position_noise
+    monkeypatch.setattr(hdlib.sampling, "position_noise", lambda seed, position, vocab: noise(seed, 0, vocab))
+    warp = Warp(1.0)
+    p = chi_square_p_value(sample_answers(warp, "L", 8, n=1000), exact_joint(warp))
+    assert p < 1e-6
+
+
+def test_negative_control_accepting_every_draft_under_the_gumbel_rule_fails_the_chi_square_test(monkeypatch):
+    """A drafted child accepted whatever the position's sample is (as if every draft were the sample)."""
+    monkeypatch.setattr(hdlib.sampling.DraftTree, "child", lambda tree, node, token: next(iter(tree.children(node)), None))
     warp = Warp(1.0)
     p = chi_square_p_value(sample_answers(warp, "L", 8, n=1000), exact_joint(warp))
     assert p < 1e-6
@@ -277,3 +323,109 @@ def test_sampled_tokens_carry_the_tier_of_their_node():
         drafted = [step.tree.tokens[n] for n in step.accepted_nodes[1:]]
         assert list(step.tokens[: len(drafted)]) == drafted[: len(step.tokens)]
         assert all(t is Tier.MODEL for t in step.tiers[:-1])
+
+
+# --- the same sample: HD's answer is plain sampling's, token for token (the Gumbel rule) -----------
+
+SAME_MODELS = {"llama": tiny_llama, "gemma3": tiny_gemma3}
+WARPS = [Warp(1.0), Warp(0.7, top_k=5), Warp(1.3, top_p=0.8), Warp(0.5, top_p=0.9, top_k=20), Warp(4.0)]
+
+
+@functools.cache
+def same_model(name: str):
+    return SAME_MODELS[name]()
+
+
+def sampled(warp: Warp, max_new: int, seed: int, rule: str = "gumbel") -> DecodeSettings:
+    return DecodeSettings(max_new, warp.temperature, warp.top_p, warp.top_k, seed=seed, sampling_rule=rule)
+
+
+@functools.cache
+def plain_sample(name: str, prompt: tuple[int, ...], max_new: int, warp: Warp, seed: int, eos: int | None = None):
+    return run(same_model(name), prompt, None, sampled(warp, max_new, seed), () if eos is None else (eos,)).tokens
+
+
+def truth_drafter(order: str, truth: list[int], seed: int) -> Drafter:
+    """C: the context tier; O: an oracle that drafts the true answer with corruptions and decoys; R:
+    the model tier with no phrases, recycling the model's own top guesses."""
+    make = {
+        "C": lambda: ContextTier(),
+        "O": lambda: OracleTier(truth, TINY_VOCAB, seed, tier=Tier.STATISTICS),
+        "R": lambda: ModelTier(np.array([[TINY_VOCAB - 1] * 3]), np.array([1])),
+    }
+    return Drafter([make[c]() for c in order])
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    name=st.sampled_from(sorted(SAME_MODELS)),
+    prompt=lossless_prompts,
+    order=st.sampled_from(["C", "O", "CO", "OC", "ROC", "RC"]),
+    budget=st.one_of(st.integers(0, 24), st.just("value")),
+    warp=st.sampled_from(WARPS),
+    max_new=st.integers(1, 40),
+    seed=st.integers(0, 2**63 - 1),
+)
+def test_sampled_hd_is_plain_sampling_token_for_token(name, prompt, order, budget, warp, max_new, seed):
+    """Whatever the tiers, their order, the budget (fixed, or the value-ranked tree) and the warp."""
+    want = plain_sample(name, prompt, max_new, warp, seed)
+    drafter = truth_drafter(order, list(prompt) + want, seed % 1000)
+    policy = ValueTree(flat_profile(), candidates=12) if budget == "value" else FixedBudget(budget)
+    got = run(same_model(name), prompt, drafter, sampled(warp, max_new, seed), (), policy)
+    assert got.tokens == want and got.seed == seed and got.sampling_rule == "gumbel"
+    if "O" in order and budget and max_new > 8:
+        assert got.mat > 1.0  # the oracle's truths were accepted: the test exercised acceptance
+
+
+@pytest.mark.parametrize("name", sorted(SAME_MODELS))
+def test_sampled_hd_meets_an_end_token_mid_tree_as_plain_sampling_does(name):
+    prompt, warp, seed = (5, 6, 7, 8, 9) * 3, Warp(1.0), 11
+    full = plain_sample(name, prompt, 30, warp, seed)
+    end = full[6]
+    want = plain_sample(name, prompt, 30, warp, seed, end)
+    assert want[-1] == end and len(want) <= 7
+    truth = list(prompt) + full
+    drafter = Drafter([TruthTier(truth)])  # drafts the sampled answer exactly: the path runs past the end token
+    got = run(same_model(name), prompt, drafter, sampled(warp, 30, seed), (end,), FixedBudget(16))
+    assert got.tokens == want and got.stop_reason == "eos"
+    last = got.steps[-1]
+    accepted = [last.tree.tokens[n] for n in last.accepted_nodes[1:]]
+    assert len(accepted) > len(last.tokens) and list(last.tokens) == accepted[: len(last.tokens)]
+
+
+@pytest.mark.parametrize("name", sorted(SAME_MODELS))
+def test_the_rejection_rule_gives_the_same_distribution_but_another_sample(name):
+    """The negative control of the token-for-token test: the earlier default rule fails it. (A high
+    temperature, since the tiny models' distributions are peaked: the rules part where they are not.)"""
+    prompt, warp = (5, 6, 7, 8, 9) * 3, Warp(4.0)
+    differ = 0
+    for seed in range(5):
+        want = run(same_model(name), prompt, None, sampled(warp, 30, seed, "rejection"), ()).tokens
+        drafter = truth_drafter("OC", list(prompt) + want, seed)
+        got = run(same_model(name), prompt, drafter, sampled(warp, 30, seed, "rejection"), (), FixedBudget(12))
+        differ += got.tokens != want
+    assert differ >= 3
+
+
+def test_the_gumbel_rule_records_each_childs_probability_as_its_chance_of_acceptance():
+    prompt, warp, seed = (5, 6, 7, 8, 9) * 3, Warp(1.0), 4
+    want = plain_sample("llama", prompt, 30, warp, seed)
+    got = run(same_model("llama"), prompt, truth_drafter("OC", list(prompt) + want, seed), sampled(warp, 30, seed), (), FixedBudget(12))
+    for step in got.steps:
+        reached = set(step.accepted_nodes)
+        for node in range(1, len(step.tree)):
+            parent = step.tree.parents[node]
+            assert (step.accept_probs[node] is not None) == (parent in reached)
+        for parent in reached:
+            kids = step.tree.children(parent)
+            assert sum(step.accept_probs[k] for k in kids) <= 1 + 1e-9  # at most one child is the sample
+
+
+def test_shared_outcomes_follow_the_distribution_and_ignore_the_candidates():
+    p = torch.tensor([0.4, 0.25, 0.2, 0.1, 0.05], dtype=torch.float64)
+    exact = {i: float(q) for i, q in enumerate(p)}
+    counts = shared_outcomes(p, 4000, seed=1)
+    assert sum(counts.values()) == 4000 and chi_square_p_value(counts, exact) > 1e-3
+    assert shared_outcomes(p, 50, seed=1) == shared_outcomes(p, 50, seed=1)  # a pure function of seed and position
+    noise = position_noise(3, 17, 5)
+    assert torch.equal(noise, position_noise(3, 17, 5)) and not torch.equal(noise, position_noise(3, 18, 5))
