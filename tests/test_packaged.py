@@ -91,3 +91,40 @@ def test_hd_with_all_three_tiers_equals_plain_on_the_packaged_model(lm, i):
     hd = generate(lm, PROMPTS[i], max_new_tokens=96, budget=16)
     assert hd.tokens == plain.tokens
     assert {t.name for t in hd.tier_order} == {"context", "model", "statistics"}
+
+
+# Sampling: (tiers, budget, temperature, top_p, top_k); None budget is the value-ranked tree.
+SAMPLED = [
+    ("context,model,statistics", None, 1.0, 1.0, 0),
+    ("statistics,context", 16, 0.7, 0.9, 0),
+    ("model,context", 8, 1.0, 1.0, 40),
+    ("context", None, 0.5, 0.95, 20),
+]
+
+
+@pytest.mark.parametrize("i", range(len(SAMPLED)), ids=lambda i: f"{SAMPLED[i][0]}@{SAMPLED[i][1] or 'auto'}")
+def test_sampled_hd_is_plain_sampling_on_the_packaged_model(lm, i):
+    """The Gumbel rule: for a seed, HD's sampled answer is plain sampling's, token for token."""
+    tiers, budget, temperature, top_p, top_k = SAMPLED[i]
+    prompt = PROMPTS[3 * i + 1]
+    sampling = {"temperature": temperature, "top_p": top_p, "top_k": top_k, "seed": 100 + i}
+    plain = generate(lm, prompt, (), max_new_tokens=64, **sampling)
+    hd = generate(lm, prompt, tiers, max_new_tokens=64, budget=budget, **sampling)
+    assert hd.tokens == plain.tokens
+    assert hd.mat > 1.0  # drafts were accepted: the rule decided something
+
+
+def test_the_seeded_cli_command_replays_its_answer_and_equals_plain_sampling(capsys):
+    """The command a new user tried: three runs, one answer, and it is plain sampling's."""
+    from hdlib.cli import main
+
+    argv = ["generate", "--prompt", "Write a short poem about the sea.", "--max-new-tokens", "32"]
+    argv += ["--temperature", "1.0", "--seed", "7", "--color", "never"]
+    outs = []
+    for _ in range(3):
+        assert main(argv) == 0
+        outs.append(capsys.readouterr().out)
+    answers = {out.split("\n\n")[0] for out in outs}
+    assert len(answers) == 1, answers
+    for out in outs:
+        assert "with seed 7 (--seed 7 replays it)" in out and "output identical" in out
