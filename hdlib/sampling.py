@@ -143,9 +143,8 @@ def position_noise(seed: int, position: int, vocab: int) -> torch.Tensor:
     """Gumbel noise (vocab,) float64 for one position of the text: a pure function of (seed, position),
     drawn by Philox keyed by the two, so any position's noise is had without drawing the others'."""
     generator = np.random.Generator(np.random.Philox(key=np.array([seed, position], dtype=np.uint64)))
-    uniform = generator.random(vocab)  # [0, 1): 0 gives -inf noise, a token never drawn
-    with np.errstate(divide="ignore"):
-        return torch.from_numpy(-np.log(-np.log(uniform)))
+    uniform = torch.from_numpy(generator.random(vocab))  # [0, 1): 0 gives -inf noise, a token never drawn
+    return uniform.log_().neg_().log_().neg_()  # -log(-log u), in place (torch's log is the faster here)
 
 
 def gumbel_token(probs: torch.Tensor, noise: torch.Tensor) -> int:
