@@ -3,8 +3,9 @@
 A kernel-only run (test_notebooks.py) sees no drawing: a figure 0 px high, a widget view that fails in
 plotly's JavaScript, a stale legend, a cut title. Here a JupyterLab of our own serves a copy of
 notebooks/, and tests/browser/notebooks.mjs (playwright-core on Debian's /usr/bin/chromium) opens
-01, 03 and 05, runs all cells, clicks and moves the widgets' controls, shows a widget a second time,
-reloads the page, and writes what the page showed into a report that the tests below read.
+every notebook and runs all its cells; in 03 and 05 it clicks and moves the widgets' controls and
+shows a widget a second time, and reloads 03's page; it writes what the page showed into a report
+that the tests below read.
 Screenshots stay in pytest's temporary folder and in tests/browser/artifacts/.
 
 Run alone: .venv/bin/python -m pytest -m browser   (scripts/setup.sh installs Chromium and the
@@ -37,9 +38,10 @@ DRIVER = ROOT / "tests" / "browser"
 ARTIFACTS = DRIVER / "artifacts"
 CHROMIUM = Path("/usr/bin/chromium")
 LAB_SETTINGS = ROOT / "scripts" / "lab-settings"  # overrides.json: no news pop-up (make lab uses it too)
-NOTEBOOKS = ["01_speculative_decoding.ipynb", "03_step_through.ipynb", "05_tree_attention.ipynb"]
+NOTEBOOKS = sorted(path.name for path in (ROOT / "notebooks").glob("*.ipynb"))
+WITHOUT_FIGURES = {"00_quickstart.ipynb"}  # an answer in HTML: no plotly figure to draw
 TIER_COLOURS = {t.name: t.color for t in (*DEFAULT_TIERS, BONUS)}
-# About 4 min in all on a quiet 2-core CPU; the limits leave room for a machine busy with other work.
+# The limits leave room for a machine busy with other work (README: what the test takes).
 STEP_TIMEOUT_S = 600  # one run of all cells, or one interaction
 DRIVER_TIMEOUT_S = 1500
 
@@ -69,7 +71,8 @@ def lab(tmp_path_factory):
     home = tmp_path_factory.mktemp("lab")
     root = home / "notebooks"
     shutil.copytree(ROOT / "notebooks", root)  # the outputs land in the copy, never in the repository
-    (home / "data").symlink_to(ROOT / "data")  # beside it as in the repository, for paths like ../data/...
+    for beside in ("data", "benchmarks"):  # as in the repository, for paths like ../data/... in the notebooks
+        (home / beside).symlink_to(ROOT / beside)
     port, token = free_port(), secrets.token_hex(16)
     env = {
         **os.environ,
@@ -215,11 +218,17 @@ def test_no_console_or_page_errors(report):
 
 
 def test_every_figure_and_widget_view_is_drawn(report):
+    for file in NOTEBOOKS:
+        if file not in WITHOUT_FIGURES:
+            assert plots(notebook(report, file)["snapshots"]["run"]), f"{file}: no plotly figure at all"
     for where, snapshot in every_snapshot(report):
-        assert plots(snapshot), f"{where}: no plotly figure at all"
         for p in plots(snapshot):
             assert p["box"]["width"] > 0 and p["box"]["height"] > 0, f"{where}: a figure {p['title']!r} of 0 px"
+            assert p["svg"] is not None, f"{where}: a figure {p['title']!r} without its drawing"
+            assert any(trace["points"] for trace in p["data"]), f"{where}: an empty figure {p['title']!r}"
         for cell in snapshot["cells"]:
+            drawn = [p for p in cell["plots"] if p["svg"] is not None and p["box"]["height"] > 0]
+            assert len(drawn) >= cell["plotlyOutputs"], f"{where}: cell {cell['index']}: a figure not drawn"
             for view in cell["widgetViews"]:
                 assert view["width"] > 0 and view["height"] > 0, f"{where}: cell {cell['index']}: widget view of 0 px"
         assert snapshot["widgetErrors"] == 0, f"{where}: 'Error displaying widget'"

@@ -61,7 +61,9 @@ async function stepThrough(nb) {
   const tier = () => cell.getByRole('checkbox', { name: 'model', exact: true }).click();
   await nb.act('tier', cell, 'answer', tier);
   await nb.act('step', cell, 'answer', () => nb.pressOnSlider(cell, 'step', 'End'));
-  await nb.act('temperature', cell, 'answer', () => nb.pressOnSlider(cell, 'temperature', 'ArrowRight'));
+  // To the slider's maximum: one step (0.05) often samples the greedy answer token for token, and
+  // the figure would not change.
+  await nb.act('temperature', cell, 'answer', () => nb.pressOnSlider(cell, 'temperature', 'End'));
   await nb.addCell('view', 'again');  // the same widget shown a second time
   await nb.reload();
 }
@@ -127,15 +129,12 @@ class Notebook {
   // until the first code cell is queued or run.
   async runAll() {
     this.phase = 'run';
-    const started = () => this.page.evaluate(() => {
-      const prompt = document.querySelector('.jp-Notebook .jp-CodeCell .jp-InputPrompt');
-      return !!prompt && prompt.textContent.trim() !== '[ ]:' && prompt.textContent.trim() !== '';
-    });
+    const started = () => this.page.evaluate(firstCellStarted);
     for (let attempt = 0; attempt < 5 && !(await started()); attempt++) {
       await this.page.locator('.jp-Notebook .jp-Cell').first().locator('.jp-InputPrompt').click();
       await this.page.locator('.lm-MenuBar-itemLabel', { hasText: /^Run$/ }).click();
       await this.page.locator('.lm-Menu-itemLabel', { hasText: /^Run All Cells$/ }).click();
-      await this.page.waitForTimeout(2000 * (attempt + 1));
+      await this.page.waitForFunction(firstCellStarted, null, { timeout: 2000 * (attempt + 1), polling: 100 }).catch(() => {});
     }
     if (!(await started())) throw new Error('Run > Run All Cells ran no cell');
     await this.waitIdle();
@@ -151,9 +150,9 @@ class Notebook {
         return idle && !prompts.some((p) => p.textContent.trim() === '[*]:');
       },
       null,
-      { timeout: TIMEOUT, polling: 500 },
+      { timeout: TIMEOUT, polling: 250 },
     );
-    await this.page.waitForTimeout(1500);
+    await this.page.waitForTimeout(300);  // the last outputs reach the page; figures are waited for in snapshot()
   }
 
   // Focus a slider's handle and press a key: what a keyboard user does; the widget sends the new
@@ -190,7 +189,10 @@ class Notebook {
     await this.page.keyboard.press('Enter');
     await this.page.keyboard.insertText(source);  // typed keys would auto-close brackets and quotes
     await this.page.keyboard.press('Control+Enter');
-    await this.page.waitForTimeout(1000);
+    await this.page.waitForFunction(() => {
+      const prompt = [...document.querySelectorAll('.jp-Notebook .jp-CodeCell .jp-InputPrompt')].pop();
+      return prompt && /\[(\*|\d+)\]:/.test(prompt.textContent);
+    }, null, { timeout: TIMEOUT, polling: 100 });
     await this.waitIdle();
     await this.snapshot(name);
     await this.screenshot(name, { locator: this.page.locator('.jp-Notebook .jp-CodeCell').last() });
@@ -200,16 +202,17 @@ class Notebook {
   async reload() {
     this.phase = 'save';
     await this.page.keyboard.press('Control+s');
-    await this.page.waitForTimeout(2000);
+    await this.page.waitForFunction(() => !document.querySelector('.jp-mod-dirty'), null, { timeout: 60000, polling: 100 });
     this.phase = 'reload';
+    const kernelBefore = await sessionKernels();
     await this.page.reload();
     await this.page.waitForSelector('.jp-Notebook .jp-Cell', { timeout: TIMEOUT });
     await this.waitIdle();
     // The widget manager asks the kernel for every widget's state (each figure's data is in its
     // Output's state) and says "Loading widget..." until it has them.
     await this.page.waitForFunction(() => !document.body.innerText.includes('Loading widget...'), null,
-      { timeout: TIMEOUT, polling: 500 });
-    await this.page.waitForTimeout(3000);
+      { timeout: TIMEOUT, polling: 250 });
+    this.entry.kernels = { beforeReload: kernelBefore, afterReload: await sessionKernels() };
     await this.snapshot('reload');
     await this.screenshot('reload', { full: true });
   }
@@ -223,7 +226,7 @@ class Notebook {
     for (let i = 0; i < cells; i++) {
       const cell = this.page.locator('.jp-Notebook .jp-CodeCell').nth(i);
       await cell.scrollIntoViewIfNeeded();
-      await this.page.waitForTimeout(150);
+      await this.page.waitForTimeout(50);
       // A plotly output (a widget's figures too: they are outputs of plotly's mime type) can take a
       // moment to draw: wait until each holds its plot, at most 15 s. Once drawn, JupyterLab's plotly
       // renderer keeps a PNG of it in the output, and a second view of the output (a widget shown
@@ -272,14 +275,20 @@ class Notebook {
     }, full);
     for (let i = 0; i < 2; i++) {  // cells come into view and take their real height: measure again
       await this.page.setViewportSize({ width: VIEWPORT.width, height: Math.min((await content()) + 200, 14000) });
-      await this.page.waitForTimeout(1000);
+      await this.page.waitForTimeout(400);
     }
     if (locator) await locator.screenshot({ path });
     else await this.page.screenshot({ path });
     await this.page.setViewportSize(VIEWPORT);
-    await this.page.waitForTimeout(500);
+    await this.page.waitForTimeout(200);
     this.entry.screenshots.push(path);
   }
+}
+
+// Runs in the page: whether the first code cell was queued or run ("[*]:" or "[1]:", not "[ ]:").
+function firstCellStarted() {
+  const prompt = document.querySelector('.jp-Notebook .jp-CodeCell .jp-InputPrompt');
+  return !!prompt && prompt.textContent.trim() !== '[ ]:' && prompt.textContent.trim() !== '';
 }
 
 // Runs in the page: a short fingerprint of the data drawn in the figure of `cell` whose title starts
@@ -303,6 +312,13 @@ function measureCell(cell, index) {
   const colour = (el) => {
     const style = getComputedStyle(el);
     return style.fill && style.fill !== 'none' ? style.fill : style.stroke;
+  };
+  // Points in a trace's array: a list, a typed array, or plotly's base64 form {dtype, bdata, shape}.
+  const size = (v) => {
+    if (v == null) return 0;
+    if (typeof v.length === 'number') return v.length;
+    if (typeof v.bdata === 'string') return v.shape ? String(v.shape).split(',').reduce((a, b) => a * Number(b), 1) : v.bdata.length ? 1 : 0;
+    return 0;
   };
   const plots = [...cell.querySelectorAll('.js-plotly-plot')].map((plot) => {
     const svg = plot.querySelector('.main-svg');
@@ -330,12 +346,18 @@ function measureCell(cell, index) {
         );
         return { name: entry.querySelector('.legendtext')?.textContent ?? '', colour: swatch ? colour(swatch) : null };
       }),
-      data: (plot.data || []).map((t) => ({ name: t.name ?? null, type: t.type ?? 'scatter', points: (t.x || t.z || []).length })),
+      data: (plot.data || []).map((t) => ({
+        name: t.name ?? null,
+        type: t.type ?? 'scatter',
+        points: [t.x, t.y, t.z, t.values, t.cells?.values].map(size).find((n) => n > 0) ?? 0,
+      })),
     };
   });
   const outputs = [...cell.querySelectorAll('.jp-OutputArea-output')];
   return {
     index,
+    // JupyterLab's plotly renderer nodes: each must hold a drawn plot (one without is a figure not drawn)
+    plotlyOutputs: cell.querySelectorAll('.jp-RenderedPlotly').length,
     prompt: cell.querySelector('.jp-InputPrompt')?.textContent.trim() ?? '',
     source: cell.querySelector('.jp-InputArea-editor')?.textContent.slice(0, 200) ?? '',
     plots,
@@ -347,6 +369,13 @@ function measureCell(cell, index) {
       .map((o) => o.innerText.slice(0, 2000)),
     text: outputs.map((o) => o.innerText.slice(0, 500)).join('\n'),
   };
+}
+
+// Notebook path -> kernel id, from the server (the reload must find the same kernel).
+async function sessionKernels() {
+  const headers = { Authorization: `token ${config.token}` };
+  const sessions = await (await fetch(`${config.url}/api/sessions`, { headers })).json();
+  return Object.fromEntries(sessions.map((s) => [s.path, s.kernel?.id ?? null]));
 }
 
 async function shutDownKernels() {
