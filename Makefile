@@ -1,7 +1,7 @@
 # hdlib entry points. Everything runs in .venv, which scripts/setup.sh creates
 # and keeps up to date (a no-op re-run takes seconds).
 #
-#   make lab        set up, warm the packaged model, open JupyterLab on notebooks/ (news pop-up off)
+#   make lab        set up (the packaged model warmed up), open JupyterLab on notebooks/ (news pop-up off)
 #   make demo       set up, generate one answer on the command line (headless)
 #   make test       set up (Gemma 3 and .venv-vllm included), run the whole test suite, slow tests included (as CI does)
 #   make setup-vllm make .venv-vllm: vLLM beside hdlib, for build-db model --engine vllm (its own transformers)
@@ -28,7 +28,6 @@ setup-vllm:
 
 # scripts/lab-settings/overrides.json: the defaults JupyterLab starts from (here: never ask to fetch news)
 lab: setup
-	$(VENV)/bin/hdlib warmup
 	$(VENV)/bin/jupyter lab notebooks/ --LabApp.app_settings_dir=$(CURDIR)/scripts/lab-settings \
 		$(if $(filter 0,$(shell id -u)),--allow-root)
 

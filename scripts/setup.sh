@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # One-command set-up of hdlib: a virtual environment in .venv with torch, hdlib
 # (editable, extras dev + notebooks) and the packaged default model; for the browser
-# test, Debian's chromium (as root) and tests/browser's node packages, where it can.
+# test, Debian's chromium (as root) and tests/browser's node packages, where it can; then
+# `hdlib warmup` builds what the notebooks need (the model's conversion, its statistics database).
 # Idempotent: a re-run with nothing to do takes a few seconds.
 #
 # Environment:
 #   PYTHON=python3        interpreter that creates .venv (3.10 or newer)
 #   HDLIB_GEMMA=1         also install the Gemma-3-270M model packages (extra "gemma")
+#   HDLIB_WARMUP=0        skip the last step, `hdlib warmup` (the model conversion, the statistics database)
 #   HDLIB_TORCH=auto      auto | cpu | cuda: which torch build (auto: cuda if `nvidia-smi -L` works)
 #   PIP_EXTRA_INDEX_URL   e.g. https://download.pytorch.org/whl/cpu, where pip finds torch==2.13.0+cpu
 #                         if no local wheel provides it
@@ -153,6 +155,17 @@ else
     else
         say "note: npm ci failed ($(grep -m1 -i 'err' "$log" || tail -n1 "$log")); the browser test will skip"
     fi
+fi
+
+# --- 5. what the notebooks need, built once here rather than in a notebook or a test ----------
+# The packaged model's conversion, its statistics database (from ShareGPT, with progress bars) and its
+# forward-time profile, all kept in the cache (HDLIB_CACHE, default ~/.cache/hdlib); a re-run finds
+# them there and only loads the model. HDLIB_WARMUP=0 skips this step.
+if [ "${HDLIB_WARMUP:-1}" = 1 ]; then
+    say "warm-up: hdlib warmup (first time: the model conversion and the statistics database, a few minutes)"
+    start=$(date +%s)
+    "$VENV/bin/hdlib" warmup || die "hdlib warmup failed (see above)"
+    say "warm-up: done in $(( $(date +%s) - start )) s"
 fi
 
 say "ready: torch ${state%% *}; activate with 'source $VENV/bin/activate'"
