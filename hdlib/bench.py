@@ -263,8 +263,10 @@ class BenchResults:
         """Results as `to_json` (or `hdlib bench --out`) wrote them; files from before a field existed
         read with its default (no `machine`: {}; no `dtype`: float32; sampled with no `sampling_rule`:
         rejection, the only rule then)."""
-        known = {"model", "device", "dtype", "machine", "temperature", "max_new_tokens", "questions", "methods"}
-        known.add("sampling_rule")
+        known = {
+            "model", "device", "dtype", "machine", "temperature", "sampling_rule", "max_new_tokens", "questions",
+            "methods",
+        }  # fmt: skip
         temperature = float(data["temperature"])
         return cls(
             model=str(data["model"]),

@@ -116,7 +116,7 @@ class Generation:
     tier_order: list[Tier] = field(default_factory=list)
     pieces: list[str] = field(default_factory=list)  # the text of each token, when a tokenizer was at hand
     temperature: float = 0.0  # 0: greedy
-    seed: int | None = None  # the sampler's seed (None when greedy): pass it again to replay the answer
+    seed: int | None = None  # the sampler's seed (None when greedy): with the gumbel rule, it replays the answer
     sampling_rule: str = ""  # how drafts were accepted when sampling (hdlib.sampling); "" when greedy
 
     @property
