@@ -333,6 +333,7 @@ def test_token_text_is_drawn_as_written(report):
 def test_a_reloaded_page_draws_the_widgets_as_they_were(report):
     """The kernel keeps running; the page asks it for every widget's state and draws it again."""
     shots = notebook(report, "03_step_through.ipynb")["snapshots"]
+    assert len(shots["reload"]["cells"]) == len(shots["again"]["cells"]), "after a reload some cells are missing"
     for cell in (0, -1):
         before, after = widget_plots(shots["again"], cell), widget_plots(shots["reload"], cell)
         assert [p["hash"] for p in after] == [p["hash"] for p in before], "after a reload the figures differ"

@@ -205,8 +205,13 @@ class Notebook {
     await this.page.waitForFunction(() => !document.querySelector('.jp-mod-dirty'), null, { timeout: 60000, polling: 100 });
     this.phase = 'reload';
     const kernelBefore = await sessionKernels();
+    const cellsBefore = await this.page.locator('.jp-Notebook .jp-CodeCell').count();
     await this.page.reload();
-    await this.page.waitForSelector('.jp-Notebook .jp-Cell', { timeout: TIMEOUT });
+    // JupyterLab attaches a long notebook's cells a few at a time after the first: measuring before
+    // the last is there would miss the widgets below (seen on a slow machine: the widget shown again,
+    // the last cell, was not yet on the page).
+    await this.page.waitForFunction((n) => document.querySelectorAll('.jp-Notebook .jp-CodeCell').length >= n,
+      cellsBefore, { timeout: TIMEOUT, polling: 250 });
     await this.waitIdle();
     // The widget manager asks the kernel for every widget's state (each figure's data is in its
     // Output's state) and says "Loading widget..." until it has them.
