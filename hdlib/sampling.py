@@ -191,8 +191,16 @@ class Sampler:
     ) -> tuple[list[int], int]:
         """The walk down `tree` by the sampler's rule; `distribution(node)` is the warped
         distribution after a node, `first_position` the position of the token after the root."""
-        if self.rule == "rejection":
-            return self._reject_walk(tree, distribution, trials)
+        walk = self._reject_walk if self.rule == "rejection" else self._gumbel_walk
+        return walk(tree, distribution, first_position, trials)
+
+    def _gumbel_walk(
+        self,
+        tree: DraftTree,
+        distribution: Callable[[int], torch.Tensor],
+        first_position: int,
+        trials: dict[int, float] | None,
+    ) -> tuple[list[int], int]:
         path = [0]
         while True:
             node = path[-1]
@@ -206,7 +214,11 @@ class Sampler:
             path.append(chosen)
 
     def _reject_walk(
-        self, tree: DraftTree, distribution: Callable[[int], torch.Tensor], trials: dict[int, float] | None
+        self,
+        tree: DraftTree,
+        distribution: Callable[[int], torch.Tensor],
+        first_position: int,  # (the rejection rule's random numbers are not tied to positions)
+        trials: dict[int, float] | None,
     ) -> tuple[list[int], int]:
         path = [0]
         while True:
