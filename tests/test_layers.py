@@ -27,7 +27,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("trace", "sampling"),  # the records; the acceptance rule
     ("budget",),  # the budget policies: no torch, no model
     ("value", "verifier"),
-    ("profile", "drafter", "models"),
+    ("profile", "drafter", "models", "divergence"),  # divergence: where two answers part, and why
     ("answerers",),  # who writes the model database's answers: transformers, vLLM, a server
     ("modeldb", "statsdb"),  # the offline databases' builders
     ("databases",),  # the tier registry, the databases opened
