@@ -2,12 +2,14 @@
 
     hdlib generate --prompt TEXT [--model M] [--tiers context,model,statistics] [--budget N] [--max-new-tokens N]
         [--temperature T [--top-p P] [--top-k K] [--seed S] [--sampling-rule gumbel|rejection]]
+        [--dtype auto|float32|bfloat16|float16]
     hdlib build-db model|statistics [--model M] [--source PATH|sharegpt] [--limit N] [--out PATH]
         [--engine vllm [--engine-arg KEY=VALUE ...] | --server URL [--concurrency N]]
     hdlib db info PATH [--model M]
-    hdlib warmup [--model M]
+    hdlib warmup [--model M] [--dtype D]
     hdlib bench [--questions PATH] [--per-task K] [--max-new-tokens N] [--methods LIST] [--temperature T]
-        [--sampling-rule gumbel|rejection] [--model M] [--out results.json] [--html report.html] [--resume]
+        [--sampling-rule gumbel|rejection] [--model M] [--dtype D]
+        [--out results.json] [--html report.html] [--resume]
 
 Every user mistake is one line on stderr, `hdlib: error: ...`, and exit status 2, checked before
 the model is loaded where it can be; nothing is printed to stdout until the answer is complete.
@@ -31,6 +33,10 @@ from hdlib.paths import data_dir
 from hdlib.tiers import DEFAULT_TIERS, Tier
 
 DEFAULT_QUESTIONS = data_dir() / "prompts" / "prompts.jsonl"
+DTYPE_HELP = (
+    "weights and activations: auto (default) is bfloat16 on CUDA (float16 without bfloat16) and float32 on the "
+    "CPU; in bfloat16/float16 HD can differ from plain decoding at near-ties"
+)
 SAMPLING_RULE_HELP = (
     "sampling: gumbel (default), HD's answer is plain sampling's for the seed; rejection, recursive rejection "
     "sampling, the same distribution but another answer"
@@ -81,7 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--sampling-rule", choices=SAMPLING_RULES, default=SAMPLING_RULES[0], help=SAMPLING_RULE_HELP)
     gen.add_argument("--device", default=None, help="cuda or cpu (default: cuda when present)")
     gen.add_argument("--prepack", choices=PREPACK_CHOICES, default=DEFAULT_PREPACK, help="CPU: which linear layers may run with oneDNN-prepacked weights (default all; each where it is faster)")
-    gen.add_argument("--dtype", choices=DTYPE_CHOICES, default="float32", help="weights and activations (default float32; in bfloat16/float16 HD can differ from plain decoding at near-ties)")
+    gen.add_argument("--dtype", choices=DTYPE_CHOICES, default="auto", help=DTYPE_HELP)
     gen.add_argument("--no-compare", action="store_true", help="skip the plain-decoding run (no speedup reported)")
     gen.add_argument("--color", choices=["auto", "always", "never"], default="auto")
 
@@ -127,7 +133,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--sampling-rule", choices=SAMPLING_RULES, default=SAMPLING_RULES[0], help=SAMPLING_RULE_HELP)
     bench.add_argument("--model", default=DEFAULT_MODEL)
     bench.add_argument("--prepack", choices=PREPACK_CHOICES, default=DEFAULT_PREPACK, help="CPU: which linear layers may run with oneDNN-prepacked weights (default all; each where it is faster)")
-    bench.add_argument("--dtype", choices=DTYPE_CHOICES, default="float32", help="weights and activations (default float32)")
+    bench.add_argument("--dtype", choices=DTYPE_CHOICES, default="auto", help=DTYPE_HELP)
     bench.add_argument("--out", type=Path, default=Path("bench.json"), help="results JSON (default bench.json); raw results go beside it, NAME.raw.jsonl")
     bench.add_argument("--html", type=Path, default=None, help="also write an HTML report with charts")
     bench.add_argument("--resume", action="store_true", help="continue an interrupted run from its raw results")
@@ -135,6 +141,7 @@ def build_parser() -> argparse.ArgumentParser:
     warm = sub.add_parser("warmup", help="convert and cache the model, open its databases, measure its forward time")
     warm.add_argument("--model", default=DEFAULT_MODEL)
     warm.add_argument("--device", default=None)
+    warm.add_argument("--dtype", choices=DTYPE_CHOICES, default="auto", help=DTYPE_HELP)
     return parser
 
 
@@ -156,7 +163,7 @@ def read_prompt(args: argparse.Namespace) -> str:
 def cmd_generate(args: argparse.Namespace) -> int:
     from hdlib.databases import parse_tiers
     from hdlib.decoding import DecodeSettings, generate
-    from hdlib.models import load_model
+    from hdlib.models import dtype_name, load_model
 
     # Everything that can be checked without the model is checked first.
     tiers = parse_tiers(args.tiers)
@@ -181,7 +188,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
     out = [presentation.tokens_ansi(hd.pieces, hd.token_tiers) if use_color else "".join(hd.pieces), ""]
     if use_color:
         out.append("colours: " + presentation.legend_ansi(hd.legend()))
-    out.extend(report_lines(hd, plain, args.dtype))
+    out.extend(report_lines(hd, plain, dtype_name(lm.model.dtype)))
     print("\n".join(out))
     return 0
 
@@ -235,10 +242,10 @@ def report_lines(hd, plain, dtype: str = "float32") -> list[str]:
 
 def cmd_warmup(args: argparse.Namespace) -> int:
     from hdlib.databases import make_tier
-    from hdlib.models import load_model
+    from hdlib.models import dtype_name, load_model
     from hdlib.profile import load_or_measure
 
-    lm = load_model(args.model, device=args.device)
+    lm = load_model(args.model, device=args.device, dtype=args.dtype)
     for tier in (Tier.MODEL, Tier.STATISTICS):  # the statistics database is built here on first use
         try:
             make_tier(tier, lm)
@@ -246,7 +253,8 @@ def cmd_warmup(args: argparse.Namespace) -> int:
             print(f"hdlib: the {tier.name} tier is not ready: {error}", file=sys.stderr)
     profile = load_or_measure(lm.model)
     s = profile.seconds
-    print(f"{args.model} on {lm.device}: forward of 1 / 16 / 64 tokens = {1e3 * s[0]:.1f} / {1e3 * s[15]:.1f} / {1e3 * s[63]:.1f} ms")
+    times = f"{1e3 * s[0]:.1f} / {1e3 * s[15]:.1f} / {1e3 * s[63]:.1f} ms"
+    print(f"{args.model} on {lm.device} in {dtype_name(lm.model.dtype)}: forward of 1 / 16 / 64 tokens = {times}")
     return 0
 
 
@@ -343,7 +351,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from hdlib.bench import parse_methods, run_benchmark, summary
     from hdlib.benchlog import ResultsLog, raw_path, run_settings
     from hdlib.decoding import DecodeSettings
-    from hdlib.models import get_device, load_model
+    from hdlib.models import dtype_name, get_device, load_model, resolve_dtype
     from hdlib.specbench import load_questions, per_task
     from hdlib.store import write_text_atomic
 
@@ -362,13 +370,14 @@ def cmd_bench(args: argparse.Namespace) -> int:
         print(f"hdlib: warning: skipped {message}", file=sys.stderr)
 
     questions = per_task(load_questions(args.questions, on_bad_line=bad_line), args.per_task)
-    device = str(get_device())
+    device = get_device()
+    dtype = dtype_name(resolve_dtype(args.dtype, device))  # what "auto" means here, recorded as such
     settings = run_settings(
-        args.model, device, args.temperature, args.max_new_tokens, methods, questions, args.dtype, args.sampling_rule
+        args.model, str(device), args.temperature, args.max_new_tokens, methods, questions, dtype, args.sampling_rule
     )
     log = ResultsLog(raw_path(args.out), settings, resume=args.resume)
 
-    lm = load_model(args.model, dtype=args.dtype, prepack=args.prepack)
+    lm = load_model(args.model, device=device, dtype=dtype, prepack=args.prepack)
     bar = tqdm(total=len(questions), initial=len(log.done), desc="questions", unit="q", file=sys.stderr)
 
     def on_question(question, answered) -> None:

@@ -44,7 +44,7 @@ DEFAULT_MODEL = "smollm2-135m"
 # Part of every cache key: bump it when the converted layout changes, so old folders are not used.
 _CACHE_FORMAT = 1
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-DTYPE_CHOICES = tuple(_DTYPES)
+DTYPE_CHOICES = ("auto", *_DTYPES)
 # Turn-end tokens of common chat templates; one counts only where the model's template writes it.
 _CHAT_END_TOKENS = ("<|im_end|>", "<end_of_turn>", "<|eot_id|>", "<|end|>")
 
@@ -61,6 +61,29 @@ def get_device(device: str | torch.device | None = None) -> torch.device:
     if chosen.type == "cuda" and not torch.cuda.is_available():
         raise HDError(f"device {device!r} asked for, but this torch cannot use CUDA: pass device='cpu' instead")
     return chosen
+
+
+def resolve_dtype(dtype: torch.dtype | str | None, device: torch.device) -> torch.dtype:
+    """The dtype to load in: `dtype` itself, or for "auto" (and None) the one that suits `device`.
+
+    Auto is bfloat16 on CUDA (float16 on GPUs without bfloat16, before Ampere): half the memory of
+    float32, and the tensor cores that keep a pass over 64 tokens nearly as cheap as over one. On
+    the CPU (and MPS, and anything else) it is float32, where HD's output is exactly plain decoding's.
+    """
+    if dtype is None or (isinstance(dtype, str) and dtype == "auto"):
+        if device.type == "cuda":
+            return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+        return torch.float32
+    if isinstance(dtype, torch.dtype) and dtype in _DTYPES.values():
+        return dtype
+    if isinstance(dtype, str) and dtype in _DTYPES:
+        return _DTYPES[dtype]
+    raise HDError(f"unsupported dtype {dtype!r}: pass one of {', '.join(DTYPE_CHOICES)}")
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    """"bfloat16" for torch.bfloat16: the name the command line and the results files use."""
+    return str(dtype).removeprefix("torch.")
 
 
 def tokenizer_fingerprint(tokenizer: PreTrainedTokenizerBase) -> str:
@@ -160,26 +183,32 @@ PACKAGED: dict[str, PackagedModel] = {
 def load_model(
     name_or_path: str = DEFAULT_MODEL,
     device: str | torch.device | None = None,
-    dtype: torch.dtype | str | None = None,
+    dtype: torch.dtype | str | None = "auto",
     prepack: str = DEFAULT_PREPACK,
 ) -> LoadedModel:
     """Load a packaged model (see `PACKAGED`), a folder written by `save_pretrained`, or a Hub id.
 
-    `dtype` is float32 unless asked otherwise ("bfloat16", "float16"), on CPU and GPU alike.
+    `dtype` "auto" (the default; None too) is bfloat16 on CUDA (float16 where the GPU lacks
+    bfloat16) and float32 on the CPU: see `resolve_dtype`. "float32", "bfloat16", "float16" or a
+    torch dtype choose it; in half precision HD's output can part from plain decoding's at near-ties.
+    The weights are loaded straight onto `device`, never whole into host memory first.
     `prepack`: on the CPU in float32, which linear layers get oneDNN's prepacked weights for a
     cheaper forward pass ("all", the default; "head", the output layer only; "none"): see `hdlib.cpu`.
     """
     if prepack not in PREPACK_CHOICES:
         raise HDError(f"prepack must be one of {', '.join(PREPACK_CHOICES)}, got {prepack!r}")
-    chosen_device, chosen_dtype = get_device(device), _resolve_dtype(dtype)
+    chosen_device = get_device(device)
+    chosen_dtype = resolve_dtype(dtype, chosen_device)
     with _progress_bars_off():  # the conversion's and the loading's ("Loading weights") bars
         source, advice = _source(name_or_path)
         try:
             tokenizer = AutoTokenizer.from_pretrained(str(source))
-            model = AutoModelForCausalLM.from_pretrained(str(source), dtype=chosen_dtype, attn_implementation="sdpa")
+            model = AutoModelForCausalLM.from_pretrained(
+                str(source), dtype=chosen_dtype, device_map=chosen_device, attn_implementation="sdpa"
+            )
         except (OSError, ValueError) as error:  # how transformers and huggingface_hub report missing models
             raise _cannot_load(name_or_path, advice, error) from error
-    model.to(chosen_device).eval()
+    model.eval()
     prepack_linears(model, prepack)
     return LoadedModel(
         model=model,
@@ -246,16 +275,6 @@ def _progress_bars_off() -> Iterator[None]:
     finally:
         if was_on:
             transformers.utils.logging.enable_progress_bar()
-
-
-def _resolve_dtype(dtype: torch.dtype | str | None) -> torch.dtype:
-    if dtype is None:
-        return torch.float32
-    if isinstance(dtype, torch.dtype) and dtype in _DTYPES.values():
-        return dtype
-    if isinstance(dtype, str) and dtype in _DTYPES:
-        return _DTYPES[dtype]
-    raise HDError(f"unsupported dtype {dtype!r}: pass one of {', '.join(_DTYPES)}")
 
 
 def _eos_token_ids(config, generation_config, tokenizer: PreTrainedTokenizerBase) -> frozenset[int]:

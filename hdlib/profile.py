@@ -1,12 +1,13 @@
 """The forward-time profile of a model on this device: seconds of one pass over k = 1..64 new tokens.
 
 What the budget policies (`hdlib.budget`, `hdlib.value`) weigh drafts against. Measured once per
-model, dtype, device, thread count and prepacked layers (`profile_key`), through the `Verifier`
-the decoding loop uses, and cached on disk.
+model, dtype, device (the GPU's or the CPU's name), torch and CUDA versions, thread count and
+prepacked layers (`profile_key`), through the `Verifier` the decoding loop uses, and cached on disk.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import statistics
@@ -19,6 +20,7 @@ from tqdm.auto import tqdm
 from transformers import PreTrainedModel
 
 from hdlib.budget import MAX_BUDGET, ForwardProfile
+from hdlib.cpu import describe_machine
 from hdlib.errors import HDError
 from hdlib.paths import cache_dir
 from hdlib.store import write_text_atomic
@@ -27,12 +29,27 @@ from hdlib.tree import DraftTree
 from hdlib.verifier import Verifier
 
 
+def device_name(device: torch.device) -> str:
+    """The processor behind `device`: the GPU's name on CUDA (an A100 profile must not serve an
+    H100), else the CPU's model name."""
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    return _cpu_name()
+
+
+@functools.cache
+def _cpu_name() -> str:  # read once: /proc/cpuinfo does not change under a running process
+    return str(describe_machine()["cpu"])
+
+
 def profile_key(model: PreTrainedModel, context_len: int, max_k: int) -> str:
-    """Identifies model architecture and size, dtype, device and threads: what forward time depends on."""
+    """Identifies what forward time depends on: the model's architecture and size, its dtype, the
+    device and its name, the torch and CUDA versions, the threads, the prepacked layers."""
     config = model.config.to_json_string(use_diff=False)
     layers = sorted({type(m).__name__ for m in model.modules()})  # prepacked layers (hdlib.cpu) run at other speeds
-    parts = [config, str(model.dtype), str(model.device), str(torch.get_num_threads()), str(context_len), str(max_k)]
-    parts += layers
+    parts = [config, str(model.dtype), str(model.device), device_name(model.device)]
+    parts += [f"torch {torch.__version__}", f"cuda {torch.version.cuda or 'none'}"]
+    parts += [str(torch.get_num_threads()), str(context_len), str(max_k), *layers]
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
 
 

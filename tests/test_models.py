@@ -55,8 +55,9 @@ def test_get_device_rejects_bad_or_unavailable_devices(monkeypatch):
 
 
 def test_dtype_choices(tmp_path):
+    """"auto" in detail: tests/test_dtype.py."""
     folder = save_tiny(tmp_path)
-    assert load_model(str(folder)).model.dtype == torch.float32
+    assert load_model(str(folder)).model.dtype == torch.float32  # auto, on the CPU
     assert load_model(str(folder), dtype="bfloat16").model.dtype == torch.bfloat16
     assert load_model(str(folder), dtype=torch.float16).model.dtype == torch.float16
     for bad in ("int8", torch.int64, "fp32"):
