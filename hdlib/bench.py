@@ -272,6 +272,7 @@ class BenchResults:
     extra: dict[str, Any] = field(default_factory=dict)  # what a script added to the file (date, command), kept
     sampling_rule: str = ""  # how hd methods accepted drafts when sampling; "" at temperature 0
     divergences: list[TurnDivergence] = field(default_factory=list)  # every hd turn that parts from `ar`'s
+    prompt_format: str = ""  # how questions were encoded ("chat-template", "vicuna", "raw"); "" in older files
 
     @property
     def tasks(self) -> list[str]:
@@ -280,18 +281,19 @@ class BenchResults:
     def to_json(self) -> dict[str, Any]:
         head = {k: getattr(self, k) for k in ("model", "device", "dtype", "machine", "temperature", "max_new_tokens")}
         rule = {"sampling_rule": self.sampling_rule} if self.sampling_rule else {}
+        fmt = {"prompt_format": self.prompt_format} if self.prompt_format else {}
         methods = {name: m.to_json() for name, m in self.methods.items()}
         parted = {"divergences": [d.to_json() for d in self.divergences]} if self.divergences else {}
-        return {**head, **rule, "questions": self.questions, "methods": methods, **parted, **self.extra}
+        return {**head, **rule, **fmt, "questions": self.questions, "methods": methods, **parted, **self.extra}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> BenchResults:
         """Results as `to_json` (or `hdlib bench --out`) wrote them; files from before a field existed
         read with its default (no `machine`: {}; no `dtype`: float32; sampled with no `sampling_rule`:
-        rejection, the only rule then)."""
+        rejection, the only rule then; no `prompt_format`: "")."""
         known = {
-            "model", "device", "dtype", "machine", "temperature", "sampling_rule", "max_new_tokens", "questions",
-            "methods", "divergences",
+            "model", "device", "dtype", "machine", "temperature", "sampling_rule", "prompt_format", "max_new_tokens",
+            "questions", "methods", "divergences",
         }  # fmt: skip
         temperature = float(data["temperature"])
         return cls(
@@ -306,6 +308,7 @@ class BenchResults:
             extra={k: v for k, v in data.items() if k not in known},
             sampling_rule=str(data.get("sampling_rule", "rejection" if temperature > 0 else "")),
             divergences=[TurnDivergence.from_json(d) for d in data.get("divergences", [])],
+            prompt_format=str(data.get("prompt_format", "")),
         )
 
     @classmethod
@@ -379,17 +382,19 @@ def answer(
     temperature: float = 0.0,
     seed: int = 0,
     sampling_rule: str = SAMPLING_RULES[0],
+    prompt_format: str = "auto",
 ) -> list[Turn]:
     """Every turn of `question`, with the earlier turns answered by `history` (the baseline's text).
 
     Sampled turns use seed `seed + turn`, so a run can be replayed; hdlib's methods accept drafts by
-    `sampling_rule`.
+    `sampling_rule`. The conversation so far is encoded in `prompt_format` (`LoadedModel.encode_prompt`:
+    by default the model's chat template, or FastChat's vicuna format when it has none, as Spec-Bench).
     """
     messages: list[dict[str, str]] = []
     turns: list[Turn] = []
     for i, user in enumerate(question.turns):
         messages.append({"role": "user", "content": user})
-        prompt_ids = lm.encode_prompt(messages)
+        prompt_ids = lm.encode_prompt(messages, prompt_format=prompt_format)
         if method.transformers:
             g = hf_generate(lm, prompt_ids, max_new_tokens, temperature, seed + i, method.prompt_lookup)
             turns.append(Turn.of_transformers(g, lm.decode(g.tokens)))
@@ -435,6 +440,7 @@ def run_benchmark(
     done: Sequence[Answered] = (),
     on_answer: Callable[[Question, str], None] | None = None,
     sampling_rule: str = SAMPLING_RULES[0],
+    prompt_format: str = "auto",
 ) -> BenchResults:
     """Every method over every question, interleaved; Spec-Bench's metrics per method and task.
 
@@ -443,9 +449,10 @@ def run_benchmark(
     `on_answer` sees each (question, method name) as that method finishes it (`MethodProgress`).
     At temperature > 0 every method samples (question i, turn j with seed 1000 i + j), hdlib's by
     `sampling_rule`: with "gumbel" every hd method's answers are `ar`'s, with "rejection" only their
-    distribution is.
+    distribution is. Questions are encoded in `prompt_format` (see `answer`).
     """
     methods = parse_methods(method_names)
+    chosen_format = lm.resolve_prompt_format(prompt_format)  # checked before the first answer
     names = [m.name for m in methods]
     records = {r.question_id: r for r in done}
     missing = sorted({n for r in done for n in names if n not in r.runs})
@@ -455,15 +462,17 @@ def run_benchmark(
     if todo:
         warm = Question(0, "warmup", ("Say hello.",))
         for method in methods:
-            answer(lm, warm, method, (), 8)
+            answer(lm, warm, method, (), 8, prompt_format=chosen_format)
     for question in todo:
         seed = 1000 * question.question_id
-        base = answer(lm, question, methods[0], (), max_new_tokens, temperature, seed, sampling_rule)
+        base = answer(lm, question, methods[0], (), max_new_tokens, temperature, seed, sampling_rule, chosen_format)
         runs = {"ar": base}
         history = [t.text for t in base]
         for method in methods:
             if method is not methods[0]:
-                runs[method.name] = answer(lm, question, method, history, max_new_tokens, temperature, seed, sampling_rule)
+                runs[method.name] = answer(
+                    lm, question, method, history, max_new_tokens, temperature, seed, sampling_rule, chosen_format
+                )
             if on_answer is not None:
                 on_answer(question, method.name)
         parted = find_divergences(lm, question.question_id, methods, runs, greedy=temperature == 0)
@@ -481,6 +490,7 @@ def run_benchmark(
         methods=aggregate([records[q.question_id] for q in questions], names),
         divergences=[d for q in questions for d in records[q.question_id].divergences],
         sampling_rule=sampling_rule if temperature > 0 else "",
+        prompt_format=chosen_format,
     )
 
 

@@ -34,6 +34,7 @@ def run_settings(
     questions: Sequence[Question],
     dtype: str = "float32",
     sampling_rule: str = "gumbel",
+    prompt_format: str = "auto",
 ) -> dict[str, object]:
     """What must not change between an interrupted run and its resumption."""
     text = json.dumps([[q.question_id, q.category, list(q.turns)] for q in questions], ensure_ascii=False)
@@ -43,6 +44,7 @@ def run_settings(
         **({"dtype": dtype} if dtype != "float32" else {}),  # (absent in float32: older logs still resume)
         "temperature": float(temperature),
         **({"sampling_rule": sampling_rule} if temperature > 0 else {}),
+        **({"prompt_format": prompt_format} if prompt_format != "auto" else {}),  # (as dtype: older logs resume)
         "max_new_tokens": int(max_new_tokens),
         "methods": list(methods),
         "question_ids": [q.question_id for q in questions],

@@ -2,13 +2,13 @@
 
     hdlib generate --prompt TEXT [--model M] [--tiers context,model,statistics] [--budget N] [--max-new-tokens N]
         [--temperature T [--top-p P] [--top-k K] [--seed S] [--sampling-rule gumbel|rejection]]
-        [--dtype auto|float32|bfloat16|float16]
+        [--dtype auto|float32|bfloat16|float16] [--prompt-format auto|chat-template|vicuna|raw]
     hdlib build-db model|statistics [--model M] [--source PATH|sharegpt] [--limit N] [--out PATH]
         [--engine vllm [--engine-arg KEY=VALUE ...] | --server URL [--concurrency N]]
     hdlib db info PATH [--model M]
     hdlib warmup [--model M] [--dtype D]
     hdlib bench [--questions PATH] [--per-task K] [--max-new-tokens N] [--methods LIST] [--temperature T]
-        [--sampling-rule gumbel|rejection] [--model M] [--dtype D]
+        [--sampling-rule gumbel|rejection] [--model M] [--dtype D] [--prompt-format F]
         [--out results.json] [--html report.html] [--resume]
 
 Every user mistake is one line on stderr, `hdlib: error: ...`, and exit status 2, checked before
@@ -36,6 +36,10 @@ DEFAULT_QUESTIONS = data_dir() / "prompts" / "prompts.jsonl"
 DTYPE_HELP = (
     "weights and activations: auto (default) is bfloat16 on CUDA (float16 without bfloat16) and float32 on the "
     "CPU; in bfloat16/float16 HD can differ from plain decoding at near-ties"
+)
+PROMPT_FORMAT_HELP = (
+    "auto (default): the model's chat template, or vicuna when it has none; chat-template; vicuna, FastChat's "
+    "vicuna_v1.1 conversation as Spec-Bench uses it (the paper's models); raw, the text as it is"
 )
 SAMPLING_RULE_HELP = (
     "sampling: gumbel (default), HD's answer is plain sampling's for the seed; rejection, recursive rejection "
@@ -66,7 +70,7 @@ def _budget(text: str) -> int | None:
 
 def build_parser() -> argparse.ArgumentParser:
     from hdlib.cpu import DEFAULT_PREPACK, PREPACK_CHOICES
-    from hdlib.models import DEFAULT_MODEL, DTYPE_CHOICES
+    from hdlib.models import DEFAULT_MODEL, DTYPE_CHOICES, PROMPT_FORMATS
     from hdlib.sampling import SAMPLING_RULES
 
     parser = _Parser(prog="hdlib", description="Hierarchy Drafting: lossless speculative decoding from tiers of n-gram databases.")
@@ -88,6 +92,7 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--device", default=None, help="cuda or cpu (default: cuda when present)")
     gen.add_argument("--prepack", choices=PREPACK_CHOICES, default=DEFAULT_PREPACK, help="CPU: which linear layers may run with oneDNN-prepacked weights (default all; each where it is faster)")
     gen.add_argument("--dtype", choices=DTYPE_CHOICES, default="auto", help=DTYPE_HELP)
+    gen.add_argument("--prompt-format", choices=PROMPT_FORMATS, default="auto", help=PROMPT_FORMAT_HELP)
     gen.add_argument("--no-compare", action="store_true", help="skip the plain-decoding run (no speedup reported)")
     gen.add_argument("--color", choices=["auto", "always", "never"], default="auto")
 
@@ -134,6 +139,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--model", default=DEFAULT_MODEL)
     bench.add_argument("--prepack", choices=PREPACK_CHOICES, default=DEFAULT_PREPACK, help="CPU: which linear layers may run with oneDNN-prepacked weights (default all; each where it is faster)")
     bench.add_argument("--dtype", choices=DTYPE_CHOICES, default="auto", help=DTYPE_HELP)
+    bench.add_argument("--prompt-format", choices=PROMPT_FORMATS, default="auto", help=PROMPT_FORMAT_HELP)
     bench.add_argument("--out", type=Path, default=Path("bench.json"), help="results JSON (default bench.json); raw results go beside it, NAME.raw.jsonl")
     bench.add_argument("--html", type=Path, default=None, help="also write an HTML report with charts")
     bench.add_argument("--resume", action="store_true", help="continue an interrupted run from its raw results")
@@ -180,9 +186,11 @@ def cmd_generate(args: argparse.Namespace) -> int:
     prompt = read_prompt(args)
 
     lm = load_model(args.model, device=args.device, dtype=args.dtype, prepack=args.prepack)
-    generate(lm, prompt, tiers, max_new_tokens=1, budget=0)  # warm-up; also checks the prompt length
-    plain = None if args.no_compare else generate(lm, prompt, (), max_new_tokens=args.max_new_tokens, **sampling)
-    hd = generate(lm, prompt, tiers, max_new_tokens=args.max_new_tokens, budget=args.budget, **sampling)
+    # Encoded once, so that the warm-up, plain decoding and HD read the same ids.
+    prompt_ids = lm.encode_prompt(prompt, prompt_format=args.prompt_format)
+    generate(lm, prompt_ids, tiers, max_new_tokens=1, budget=0)  # warm-up; also checks the prompt length
+    plain = None if args.no_compare else generate(lm, prompt_ids, (), max_new_tokens=args.max_new_tokens, **sampling)
+    hd = generate(lm, prompt_ids, tiers, max_new_tokens=args.max_new_tokens, budget=args.budget, **sampling)
 
     use_color = args.color == "always" or (args.color == "auto" and sys.stdout.isatty())
     out = [presentation.tokens_ansi(hd.pieces, hd.token_tiers) if use_color else "".join(hd.pieces), ""]
@@ -370,11 +378,16 @@ def cmd_bench(args: argparse.Namespace) -> int:
         print(f"hdlib: warning: skipped {message}", file=sys.stderr)
 
     questions = per_task(load_questions(args.questions, on_bad_line=bad_line), args.per_task)
+    if args.prompt_format == "raw" and any(len(q.turns) > 1 for q in questions):
+        raise HDError(
+            "--prompt-format raw has no turns, and some questions have several: use auto, vicuna or chat-template"
+        )
     device = get_device()
     dtype = dtype_name(resolve_dtype(args.dtype, device))  # what "auto" means here, recorded as such
     settings = run_settings(
-        args.model, str(device), args.temperature, args.max_new_tokens, methods, questions, dtype, args.sampling_rule
-    )
+        args.model, str(device), args.temperature, args.max_new_tokens, methods, questions, dtype, args.sampling_rule,
+        args.prompt_format,
+    )  # fmt: skip
     log = ResultsLog(raw_path(args.out), settings, resume=args.resume)
 
     lm = load_model(args.model, device=device, dtype=dtype, prepack=args.prepack)
@@ -388,7 +401,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     try:
         results = run_benchmark(
             lm, questions, methods, args.max_new_tokens, on_question, args.temperature, log.done,
-            sampling_rule=args.sampling_rule,
+            sampling_rule=args.sampling_rule, prompt_format=args.prompt_format,
         )  # fmt: skip
     except KeyboardInterrupt:
         bar.close()

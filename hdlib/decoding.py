@@ -218,11 +218,14 @@ def generate(
     top_k: int = 0,
     seed: int | None = None,
     sampling_rule: str = SAMPLING_RULES[0],
+    prompt_format: str = "auto",
 ) -> Generation:
     """Answer `prompt` with HD (or plain decoding when `tiers` is empty) and return the record.
 
-    `prompt` is text (wrapped in the model's chat template when `chat`) or token ids. `tiers` are
-    names, letters, `Tier`s or ready `DraftTier`s (a tier of your own), asked in that order.
+    `prompt` is text, encoded in `prompt_format` (`LoadedModel.encode_prompt`: "auto" is the model's
+    chat template, or FastChat's vicuna format when it has none; "raw", as `chat=False`, is the text
+    as it is), or token ids. `tiers` are names, letters, `Tier`s or ready `DraftTier`s (a tier of
+    your own), asked in that order.
     `budget` is the most draft tokens per step; None chooses it per step from the measured forward
     time. `temperature` 0 is greedy decoding; above 0 HD samples from exactly the distribution plain
     sampling would (with `top_p` and `top_k` applied alike); `seed` makes a sampled answer
@@ -242,7 +245,7 @@ def generate(
     if isinstance(prompt, str):
         if not prompt.strip():
             raise HDError("the prompt is empty")
-        prompt_ids = lm.encode_prompt(prompt, chat=chat)
+        prompt_ids = lm.encode_prompt(prompt, chat=chat, prompt_format=prompt_format)
     else:
         prompt_ids = list(prompt)
     drafter = Drafter([make_tier(t, lm) for t in parse_tiers(tiers)])

@@ -1,8 +1,9 @@
 """Building the model tier's database: the n-grams the target model writes in the most answers.
 
-A data job, not the HD engine: the model answers a set of prompts greedily through its chat template
-(batched, left-padded, with transformers' `generate`), and the n-grams of its answers are counted by
-document frequency (an n-gram counts once per answer); the top K are kept.
+A data job, not the HD engine: the model answers a set of prompts greedily in its prompt format (its
+chat template, or FastChat's vicuna format when it has none: `ModelText.encode_prompt`), batched,
+left-padded, with transformers' `generate`; the n-grams of its answers are counted by document
+frequency (an n-gram counts once per answer); the top K are kept.
 
 Answers are written in shards of `shard_size` prompts, each a database file written atomically into
 a work folder named by what decides the answers (the model's weights, the generation settings); a
@@ -151,7 +152,7 @@ def count_ngrams(answers: Sequence[Sequence[int]], n: int) -> tuple[np.ndarray, 
 
 
 def encode_truncated(lm: LoadedModel, prompt: str, max_tokens: int) -> tuple[list[int], bool]:
-    """The chat-template ids of `prompt`, its text cut so that they fit in `max_tokens`; whether it was cut."""
+    """The ids of `prompt` in its prompt format, its text cut so that they fit in `max_tokens`; whether it was cut."""
     ids = lm.encode_prompt(prompt)
     if len(ids) <= max_tokens:
         return ids, False
@@ -162,7 +163,7 @@ def encode_truncated(lm: LoadedModel, prompt: str, max_tokens: int) -> tuple[lis
         if len(ids) <= max_tokens:
             return ids, True
         keep -= max(1, len(ids) - max_tokens)
-    raise HDError(f"the chat template alone takes more than {max_tokens} tokens: raise max_prompt_tokens")
+    raise HDError(f"the prompt format alone takes more than {max_tokens} tokens: raise max_prompt_tokens")
 
 
 # --- the build ---------------------------------------------------------------------------------
@@ -231,6 +232,9 @@ def build_model_db(
         "shard_size": shard_size,
         **engine,
     }
+    prompt_format = lm.resolve_prompt_format()
+    if prompt_format != "chat-template":  # (absent for a chat template: shards written before stay valid)
+        settings["prompt_format"] = prompt_format
     key = hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:16]
     work = Path(work_dir) if work_dir is not None else cache_dir() / "model-db-work" / key
 

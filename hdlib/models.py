@@ -45,6 +45,12 @@ DEFAULT_MODEL = "smollm2-135m"
 _CACHE_FORMAT = 1
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 DTYPE_CHOICES = ("auto", *_DTYPES)
+PROMPT_FORMATS = ("auto", "chat-template", "vicuna", "raw")
+# FastChat's vicuna_v1.1 conversation (see `vicuna_prompt`).
+VICUNA_SYSTEM = (
+    "A chat between a curious user and an artificial intelligence assistant. "
+    "The assistant gives helpful, detailed, and polite answers to the user's questions."
+)
 # Turn-end tokens of common chat templates; one counts only where the model's template writes it.
 _CHAT_END_TOKENS = ("<|im_end|>", "<end_of_turn>", "<|eot_id|>", "<|end|>")
 
@@ -86,6 +92,44 @@ def dtype_name(dtype: torch.dtype) -> str:
     return str(dtype).removeprefix("torch.")
 
 
+def vicuna_prompt(messages: Sequence[Mapping[str, str]]) -> str:
+    """The conversation as FastChat's vicuna_v1.1 template writes it, ending in the assistant's open turn.
+
+    The format of the paper's models (Vicuna v1.1 to v1.5 ship no chat template), as Spec-Bench runs
+    them: FastChat's `Conversation.get_prompt` with `SeparatorStyle.ADD_COLON_TWO`, system
+    `VICUNA_SYSTEM`, roles USER and ASSISTANT, sep " " and sep2 "</s>" (lm-sys/FastChat,
+    fastchat/conversation.py; hemingkx/Spec-Bench, evaluation/eval.py). That is
+
+        SYSTEM USER: q1 ASSISTANT: a1</s>USER: q2 ASSISTANT:
+
+    the system text, then each finished turn as "ROLE: text" followed by " " after a user's turn and
+    "</s>" after an assistant's, then "ASSISTANT:" for the open turn. A first message with role
+    "system" replaces the system text. Assistant answers are stripped of surrounding white space,
+    as Spec-Bench keeps an answer before it asks the next turn. "</s>" is written as that text
+    whatever the tokenizer's end token, as FastChat writes it; Llama tokenizers read it as their
+    end token.
+    """
+    system, turns = VICUNA_SYSTEM, list(messages)
+    if turns and turns[0].get("role") == "system":
+        system, turns = str(turns[0].get("content", "")), turns[1:]
+    if not turns or turns[-1].get("role") != "user":
+        raise HDError("a vicuna prompt ends with the user's turn: the last message must have role 'user'")
+    text = system + " "
+    for i, message in enumerate(turns):
+        expected = "user" if i % 2 == 0 else "assistant"
+        if message.get("role") != expected:
+            raise HDError(
+                f"message {i + 1} has role {message.get('role')!r}: after an optional system message, a "
+                "vicuna conversation alternates user and assistant, starting with the user"
+            )
+        content = str(message.get("content", ""))
+        if expected == "user":
+            text += f"USER: {content} "
+        else:
+            text += f"ASSISTANT: {content.strip()}</s>"
+    return text + "ASSISTANT:"
+
+
 def tokenizer_fingerprint(tokenizer: PreTrainedTokenizerBase) -> str:
     """16 hex characters naming a vocabulary, so that stores of token ids are reused only with it."""
     items = sorted(tokenizer.get_vocab().items())
@@ -104,18 +148,64 @@ class ModelText:
     context_length: int  # positions the model was trained for (config.max_position_embeddings)
     fingerprint: str  # see `tokenizer_fingerprint`
 
-    def encode_prompt(self, prompt: str | list[dict[str, str]], chat: bool = True) -> list[int]:
-        """Token ids of a prompt: through the chat template (ending in the assistant's turn) when the
-        tokenizer has one and `chat` is true, else plain text with the tokenizer's special tokens."""
-        messages = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else prompt
-        if chat and self.tokenizer.chat_template:
+    def resolve_prompt_format(self, prompt_format: str = "auto") -> str:
+        """The format `encode_prompt` uses: "auto" is "chat-template" when the tokenizer has a chat
+        template, else "vicuna"; the others are checked ("chat-template" needs a template)."""
+        if prompt_format not in PROMPT_FORMATS:
+            raise HDError(f"unknown prompt format {prompt_format!r}: pass one of {', '.join(PROMPT_FORMATS)}")
+        if prompt_format == "auto":
+            return "chat-template" if self.tokenizer.chat_template else "vicuna"
+        if prompt_format == "chat-template" and not self.tokenizer.chat_template:
+            raise HDError(
+                f"model '{self.name}' has no chat template: use prompt format 'vicuna' (FastChat's, the "
+                "paper's models') or 'raw' (the text as it is)"
+            )
+        return prompt_format
+
+    def prompt_text(self, prompt: str | Sequence[Mapping[str, str]], prompt_format: str = "auto") -> str:
+        """The prompt as the text the tokenizer reads (see `encode_prompt`)."""
+        messages = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else list(prompt)
+        chosen = self.resolve_prompt_format(prompt_format)
+        if chosen == "chat-template":
+            return str(self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False))
+        if chosen == "vicuna":
+            return vicuna_prompt(messages)
+        if isinstance(prompt, str):
+            return prompt
+        if len(messages) == 1 and messages[0].get("role") == "user":
+            return str(messages[0].get("content", ""))
+        raise HDError(
+            "prompt format 'raw' is the text as it is and has no turns: pass one user message (or a string), "
+            "or use 'vicuna' or 'chat-template' for a conversation"
+        )
+
+    def encode_prompt(
+        self, prompt: str | Sequence[Mapping[str, str]], chat: bool = True, prompt_format: str = "auto"
+    ) -> list[int]:
+        """Token ids of a prompt (a string is one user message), in `prompt_format`:
+
+        - "auto" (default): the tokenizer's chat template when it has one, else "vicuna";
+        - "chat-template": the chat template, ending in the assistant's turn (HDError without one);
+        - "vicuna": FastChat's vicuna_v1.1 conversation (`vicuna_prompt`), the format of the paper's
+          models and of Spec-Bench;
+        - "raw": the text as it is; a conversation of more than one user message is refused.
+
+        Outside the chat template the text is tokenized as Spec-Bench does, `tokenizer(text)` with the
+        tokenizer's own special tokens (a Llama tokenizer adds BOS). `chat=False` is "raw", as before
+        prompt formats existed.
+        """
+        if not chat:
+            if prompt_format not in ("auto", "raw"):
+                raise HDError(f"chat=False is prompt format 'raw', but {prompt_format!r} was asked for: pass one")
+            prompt_format = "raw"
+        if self.resolve_prompt_format(prompt_format) == "chat-template":
+            messages = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else list(prompt)
             encoded = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
             # transformers 5 returns a BatchEncoding here; older versions returned the bare list.
             ids = encoded["input_ids"] if isinstance(encoded, Mapping) else encoded
             return [int(i) for i in ids]
-        if not isinstance(prompt, str):
-            raise HDError(f"model '{self.name}' is used without a chat template here: pass the prompt as a string")
-        return [int(i) for i in self.tokenizer(prompt, add_special_tokens=True)["input_ids"]]
+        text = self.prompt_text(prompt, prompt_format)
+        return [int(i) for i in self.tokenizer(text, add_special_tokens=True)["input_ids"]]
 
     def decode(self, ids: Sequence[int], skip_special_tokens: bool = True) -> str:
         """Text of token ids."""

@@ -37,7 +37,9 @@ from hdlib.tiers import BONUS, Tier
 
 METHODS = ["hf", "hf-pld", "hd:C"]
 METRIC_KEYS = {"speedup", "mat", "tokens_per_s", "draft_ms", "overhead_frac", "identical_frac", "tier_share"}
-TOP_KEYS = {"machine", "model", "device", "dtype", "temperature", "max_new_tokens", "questions", "methods"}
+TOP_KEYS = {
+    "machine", "model", "device", "dtype", "temperature", "prompt_format", "max_new_tokens", "questions", "methods",
+}  # fmt: skip
 ROWS = [
     {"question_id": 11, "category": "writing", "turns": ["hello world how are you", "how are you world"]},
     {"question_id": 12, "category": "rag", "turns": ["you are hello hello world world"]},

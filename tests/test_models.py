@@ -108,12 +108,14 @@ def test_encode_prompt_and_decode(tmp_path):
     assert lm.decode(torch.tensor([9, 10, 11])) == "how are you"
 
 
-def test_without_a_chat_template_prompts_are_plain_text(tmp_path):
+def test_without_a_chat_template_prompts_take_the_vicuna_format_or_stay_plain_text(tmp_path):
+    """The formats in detail: tests/test_prompt_format.py."""
     lm = load_model(str(save_tiny(tmp_path, chat=False)))
-    assert lm.encode_prompt("hello world") == [7, 8]
+    assert lm.prompt_text("hello world").endswith(" USER: hello world ASSISTANT:")
+    assert lm.encode_prompt("hello world", prompt_format="raw") == lm.encode_prompt("hello world", chat=False) == [7, 8]
     assert lm.eos_token_ids == frozenset({1, 11})  # <|im_end|> is special but no template uses it
-    with pytest.raises(HDError, match="pass the prompt as a string"):
-        lm.encode_prompt([{"role": "user", "content": "hello"}])
+    with pytest.raises(HDError, match="has no turns"):
+        lm.encode_prompt([{"role": "user", "content": "a"}, {"role": "user", "content": "b"}], prompt_format="raw")
 
 
 def test_fingerprint_names_the_vocabulary(tmp_path):

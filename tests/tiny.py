@@ -13,6 +13,7 @@ import torch
 from tokenizers import Tokenizer
 from tokenizers.models import WordLevel
 from tokenizers.pre_tokenizers import Whitespace
+from tokenizers.processors import TemplateProcessing
 from transformers import (
     Gemma3ForCausalLM,
     Gemma3TextConfig,
@@ -69,9 +70,15 @@ TEMPLATE = (
     "{% for m in messages %}<s> {{ m['role'] }} {{ m['content'] }} <|im_end|> {% endfor %}"
     "{% if add_generation_prompt %}<s> assistant {% endif %}"
 )
+# The words of FastChat's vicuna_v1.1 conversation, so that a vicuna prompt tokenizes without [UNK].
+VICUNA_WORDS = WORDS + (
+    "USER ASSISTANT : A chat between a curious and an artificial intelligence . The gives helpful , detailed "
+    "polite answers to the ' s questions"
+).split()
 
 
-def tiny_tokenizer(words: list[str] = WORDS, chat: bool = True) -> PreTrainedTokenizerFast:
+def tiny_tokenizer(words: list[str] = WORDS, chat: bool = True, bos: bool = False) -> PreTrainedTokenizerFast:
+    """A word-level tokenizer; `chat` gives it a chat template, `bos` makes it put <s> first as Llama's does."""
     backend = Tokenizer(WordLevel({w: i for i, w in enumerate(words)}, unk_token="[UNK]"))
     backend.pre_tokenizer = Whitespace()
     tokenizer = PreTrainedTokenizerFast(
@@ -84,13 +91,15 @@ def tiny_tokenizer(words: list[str] = WORDS, chat: bool = True) -> PreTrainedTok
     )
     if chat:
         tokenizer.chat_template = TEMPLATE
+    if bos:
+        tokenizer.backend_tokenizer.post_processor = TemplateProcessing(single="<s> $A", special_tokens=[("<s>", 0)])
     return tokenizer
 
 
-def save_tiny(folder: Path, chat: bool = True, words: list[str] = WORDS) -> Path:
+def save_tiny(folder: Path, chat: bool = True, words: list[str] = WORDS, bos: bool = False) -> Path:
     """A tiny model folder as save_pretrained writes it; its generation config names a second end token."""
     model = tiny_llama()
     model.generation_config.eos_token_id = [1, 11]
     model.save_pretrained(folder)
-    tiny_tokenizer(words, chat).save_pretrained(folder)
+    tiny_tokenizer(words, chat, bos).save_pretrained(folder)
     return folder
