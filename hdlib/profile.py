@@ -79,7 +79,9 @@ def measure_forward(
 
     one(1), one(max_k)  # warm-up: first calls allocate
     seconds = []
-    for k in tqdm(range(1, max_k + 1), desc="measuring forward time", disable=not progress, leave=False):
+    # The bar is left when done: in a notebook tqdm closes a bar with leave=False, its output stays in
+    # the saved notebook, and a page reloaded with the kernel running says "model not found" there.
+    for k in tqdm(range(1, max_k + 1), desc="measuring forward time", disable=not progress):
         seconds.append(statistics.median(one(k) for _ in range(repeats)))
     # Forward time cannot fall as k grows; a noise spike can make it look so. Cap each k by every
     # larger k (a spike is dropped, not spread to every k above it).
