@@ -7,9 +7,16 @@ accepted path: the entries of rejected branches are dropped, the accepted ones m
 
 Masks. Llama-style models take one 4D float mask. Models that mix sliding-window and full attention
 layers (Gemma 3) take a dict of masks per attention type; the sliding one also hides keys that fall
-outside the window as seen from each node's own position. The cache must then be a plain
-`DynamicCache()` (full-length layers): a sliding cache would evict keys before the engine knows
-which branch wins.
+outside the window as seen from each node's own position. The cache must then have full-length
+layers everywhere (hdlib's `TreeCache`, or a plain `DynamicCache()`): a sliding cache would evict
+keys before the engine knows which branch wins.
+
+The cache. `Verifier(model, cache="own")`, the default, keeps the keys and values in hdlib's
+`TreeCache` (hdlib.cache): preallocated per layer, a pass written in place, compaction in place;
+`cache="dynamic"` uses transformers' `DynamicCache`, which concatenates every layer on every pass.
+Both give the same logits, bit for bit (tests/test_cache.py); benchmarks/cache_speed.py compares
+their speed.
+
 
 Backends. The tree mask is honoured by the attention implementations that add a given mask to the
 scores (`sdpa`, `eager`); flash-attention kernels take a padding mask instead and would let every node
@@ -32,10 +39,13 @@ import inspect
 import time
 from dataclasses import dataclass
 from itertools import pairwise
+from typing import Literal
 
 import torch
 from transformers import DynamicCache, PreTrainedModel
+from transformers.cache_utils import Cache
 
+from hdlib.cache import TreeCache
 from hdlib.errors import HDError
 from hdlib.sampling import Sampler
 from hdlib.tree import DraftTree, TreeBuffers, tree_buffers
@@ -85,6 +95,13 @@ def vocabulary_size(model: PreTrainedModel) -> int:
     return min(rows, int(logits)) if logits else rows
 
 
+def context_length(model: PreTrainedModel) -> int | None:
+    """The positions the model was trained for, when its config says."""
+    config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
+    n = getattr(config, "max_position_embeddings", None)
+    return int(n) if n else None
+
+
 def cache_keyword(model: PreTrainedModel) -> str:
     """The name under which this model's forward takes the KV cache (`cache` from transformers 5.24 on)."""
     return _cache_keyword(type(model))
@@ -96,7 +113,7 @@ def _cache_keyword(model_class: type) -> str:
     return "cache" if "cache" in parameters else "past_key_values"
 
 
-def _forward(model: PreTrainedModel, cache: DynamicCache, past_len: int, n: int, **inputs: object) -> object:
+def _forward(model: PreTrainedModel, cache: Cache, past_len: int, n: int, **inputs: object) -> object:
     """One forward pass over `n` new tokens that must extend the cache from `past_len` to `past_len + n`."""
     out = model(**inputs, **{cache_keyword(model): cache}, use_cache=True)
     got = cache.get_seq_length()
@@ -138,12 +155,23 @@ def model_masks(
     }
 
 
-def new_cache() -> DynamicCache:
-    # No config on purpose: full-length layers everywhere (see the module docstring).
-    return DynamicCache()
+CacheKind = Literal["own", "dynamic"]
+CACHE_KINDS: tuple[CacheKind, ...] = ("own", "dynamic")
+DEFAULT_CACHE: CacheKind = "own"  # measured at least as fast as DynamicCache: benchmarks/cache_speed.json
 
 
-def prefill(model: PreTrainedModel, tokens: list[int], cache: DynamicCache) -> None:
+def new_cache(kind: CacheKind = DEFAULT_CACHE, max_len: int | None = None) -> Cache:
+    """An empty KV cache with full-length layers everywhere (see the module docstring): hdlib's
+    `TreeCache` ("own"; `max_len`, the model's context length, bounds its growth), or transformers'
+    `DynamicCache` ("dynamic", built without a config on purpose, so no layer slides)."""
+    if kind == "own":
+        return TreeCache(max_len)
+    if kind == "dynamic":
+        return DynamicCache()
+    raise HDError(f"unknown cache {kind!r}; choose one of {', '.join(CACHE_KINDS)}")
+
+
+def prefill(model: PreTrainedModel, tokens: list[int], cache: Cache) -> None:
     """Put `tokens` into the (empty) cache with the model's own causal masks; no logits are needed."""
     if tokens:
         ids = torch.tensor([tokens], dtype=torch.long, device=model.device)
@@ -154,7 +182,7 @@ def tree_logits(
     model: PreTrainedModel,
     layout: AttentionLayout,
     buffers: TreeBuffers,
-    cache: DynamicCache,
+    cache: Cache,
     past_len: int,
 ) -> torch.Tensor:
     """(N, V) logits of every tree node: what the model predicts after that node."""
@@ -182,16 +210,24 @@ def greedy_accept(
     return path, int(predictions[path[-1]])
 
 
-def compact_cache(cache: DynamicCache, past_len: int, keep: list[int]) -> None:
-    """Keep, after the first `past_len` entries, only the tree nodes `keep` (ascending), in order."""
+@torch.inference_mode()
+def compact_cache(cache: Cache, past_len: int, keep: list[int]) -> None:
+    """Keep, after the first `past_len` entries, only the tree nodes `keep` (ascending), in order.
+    The index of the kept slots is made once on the host and moved once to each device."""
+    if isinstance(cache, TreeCache):
+        cache.compact(past_len, keep)
+        return
     contiguous = keep == list(range(len(keep)))
     index = None if contiguous else torch.tensor(keep, dtype=torch.long) + past_len
+    on_device: dict[torch.device, torch.Tensor] = {}
     end = past_len + len(keep)
     for layer in cache.layers:
         if layer.keys is None or layer.keys.numel() == 0:
             continue
         if index is not None:
-            idx = index.to(layer.keys.device)
+            idx = on_device.get(layer.keys.device)
+            if idx is None:
+                idx = on_device[layer.keys.device] = index.to(layer.keys.device)
             layer.keys[:, :, past_len:end] = layer.keys.index_select(2, idx)
             layer.values[:, :, past_len:end] = layer.values.index_select(2, idx)
         layer.keys = layer.keys[:, :, :end]
@@ -233,14 +269,17 @@ class Verified:
 
 class Verifier:
     """The model side of one generation: the KV cache, forward passes over draft trees, acceptance
-    (greedy, or `sampler`'s rule), cache compaction. Every timed pass waits for the device."""
+    (greedy, or `sampler`'s rule), cache compaction. Every timed pass waits for the device.
+    `cache`: "own" (hdlib's `TreeCache`) or "dynamic" (transformers' `DynamicCache`)."""
 
-    def __init__(self, model: PreTrainedModel, sampler: Sampler | None = None) -> None:
+    def __init__(
+        self, model: PreTrainedModel, sampler: Sampler | None = None, cache: CacheKind = DEFAULT_CACHE
+    ) -> None:
         self.model = model
         self.vocab_size = vocabulary_size(model)
         self.device = model.device
         self.layout = AttentionLayout.of(model)
-        self.cache = new_cache()
+        self.cache = new_cache(cache, context_length(model))
         self.sampler = sampler
 
     def sync(self) -> None:
