@@ -208,7 +208,13 @@ def report_lines(hd, plain, dtype: str = "float32") -> list[str]:
     order = ",".join(x.name for x in hd.tier_order) or "no tiers"
     per_step = ", ".join(
         f"{name} {1e3 * seconds / n_steps:.2f} ms"
-        for name, seconds in (("drafting", t.draft), ("tree", t.tree), ("acceptance", t.accept), ("cache+update", t.update))
+        for name, seconds in (
+            ("drafting", t.draft),
+            ("budget", t.policy),
+            ("tree", t.tree),
+            ("acceptance", t.accept),
+            ("cache+update", t.update),
+        )
     )
     lines = [
         (

@@ -16,6 +16,7 @@ on first use. Both are cached on `lm`, so a notebook or a benchmark opens each f
 
 from __future__ import annotations
 
+import functools
 import importlib.metadata
 import json
 import sys
@@ -83,6 +84,13 @@ def _built_in() -> list[Registered]:
 
 
 def _from_entry_points() -> list[Registered]:
+    return _entry_points_on(tuple(sys.path))
+
+
+@functools.lru_cache(maxsize=4)
+def _entry_points_on(path: tuple[str, ...]) -> list[Registered]:
+    """The entry points' tiers, read once per import path (reading them takes some 20 ms, and every
+    tier name a generation parses asks)."""
     found = []
     for point in importlib.metadata.entry_points(group=ENTRY_POINTS):
         cls = point.load()

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from transformers import PreTrainedModel
@@ -27,6 +27,7 @@ from hdlib.models import LoadedModel
 from hdlib.profile import load_or_measure
 from hdlib.sampling import SAMPLING_RULES, Sampler, Warp, check_rule
 from hdlib.tiers import BONUS, DEFAULT_TIERS, DraftTier, ModelGuesses, Tier
+from hdlib.tiers.recycling import share_successors
 from hdlib.trace import Generation, Step, StepTimes, cut_at_end, stop_reason
 from hdlib.tree import DraftTree
 from hdlib.value import AcceptancePrior, ValueTree
@@ -138,6 +139,7 @@ class Decoder:
         tokens = list(self.prompt_ids)
         verifier = Verifier(self.model, self.sampler)
         verifier.prefill(tokens[:-1])
+        share_successors([*drafter.tiers, budget])  # one table of the model's guesses, filled once a pass
         drafter.begin(tokens)
         successors = max(drafter.successors_wanted, budget.successors_wanted)
         generated = 0
@@ -146,33 +148,43 @@ class Decoder:
             # A draft deeper than this could not be used: the step also emits the bonus token, and the
             # answer may not pass max_new_tokens nor the text the model's context.
             max_depth = min(settings.max_new_tokens - generated, limit - len(tokens)) - 1
+            past_len = len(tokens) - 1
+
+            # Propose: the tiers draft a trie, the budget policy keeps what is worth verifying.
+            start = time.perf_counter()
             k = budget.budget(len(tokens))
+            policy_s = time.perf_counter() - start
             start = time.perf_counter()
             tree = (
                 drafter.draft(tokens, k, max_depth, budget.per_tier, verifier.vocab_size)
                 if k > 0
                 else DraftTree(root=tokens[-1])
             )
-            tree, estimates = budget.select(tree, tokens)
             draft_s = time.perf_counter() - start
+            start = time.perf_counter()
+            tree, estimates = budget.select(tree, tokens)
+            policy_s += time.perf_counter() - start
 
-            past_len = len(tokens) - 1
-            verified = verifier.step(tree, past_len, successors)
+            # Verify: one forward pass over the trie. Accept: the path the model agrees with.
+            scored = verifier.verify(tree, past_len)
+            verified = verifier.accept(tree, scored, past_len, successors)
             path = verified.path
 
+            # Update: the cache keeps the accepted path, the tiers learn the new tokens and the model's guesses.
             start = time.perf_counter()
-            if verified.top is not None:
-                previous = [tokens[-2] if len(tokens) > 1 else -1, *(tree.tokens[p] for p in tree.parents[1:])]
-                guesses = ModelGuesses(tree.tokens, previous, *verified.top)
-                drafter.observe_model(guesses)
-                budget.observe_model(guesses)
+            verifier.compact(past_len, path)
             emitted = cut_at_end([tree.tokens[n] for n in path[1:]] + [verified.bonus], eos)
             tiers = ([tree.tiers[n] for n in path[1:]] + [BONUS])[: len(emitted)]
+            if verified.top is not None:
+                guesses = ModelGuesses(tree.tokens, tree.previous_tokens(tokens[-2] if past_len else -1), *verified.top)
+                drafter.observe_model(guesses)
             tokens.extend(emitted)
             generated += len(emitted)
             drafter.update(emitted)
-            update_s = time.perf_counter() - start + verified.compact_s
-
+            update_s = time.perf_counter() - start
+            start = time.perf_counter()
+            if verified.top is not None:
+                budget.observe_model(guesses)
             step = Step(
                 index=index,
                 context_len=past_len + 1,
@@ -181,13 +193,15 @@ class Decoder:
                 accepted_nodes=tuple(path),
                 tokens=tuple(emitted),
                 tiers=tuple(tiers),  # type: ignore[arg-type]  (no drafted node is the root)
-                times=StepTimes(draft_s, verified.tree_s, verified.forward_s, verified.accept_s, update_s),
+                times=StepTimes(draft_s, scored.tree_s, scored.forward_s, verified.accept_s, update_s),
                 estimates=estimates,
                 choices=tuple(verified.choices),
                 choice_probs=tuple(verified.choice_probs),
                 accept_probs=tuple(verified.accept_probs),
             )
             budget.observe(step)
+            policy_s += time.perf_counter() - start
+            step = replace(step, times=replace(step.times, policy=policy_s))
             index += 1
             yield step
             if emitted[-1] in eos:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from enum import Enum
 
 from hdlib import presentation
@@ -26,12 +26,13 @@ class StepTimes:
     draft: float  # asking the tiers
     tree: float  # trie -> tensors and masks
     forward: float  # the target model's forward pass
-    accept: float  # choosing the accepted path
+    accept: float  # choosing the accepted path, and reading it (with the records) from the device
     update: float  # cache compaction and tier updates
+    policy: float = 0.0  # the budget policy: the budget, the nodes kept, learning from the step
 
     @property
     def total(self) -> float:
-        return self.draft + self.tree + self.forward + self.accept + self.update
+        return self.draft + self.tree + self.forward + self.accept + self.update + self.policy
 
     @property
     def overhead(self) -> float:
@@ -141,9 +142,7 @@ class Generation:
     @property
     def step_time(self) -> StepTimes:
         """Total seconds per phase over all steps."""
-        return StepTimes(
-            *(sum(getattr(s.times, f) for s in self.steps) for f in ("draft", "tree", "forward", "accept", "update"))
-        )
+        return StepTimes(*(sum(getattr(s.times, f.name) for s in self.steps) for f in fields(StepTimes)))
 
     @property
     def overhead_frac(self) -> float:

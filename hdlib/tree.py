@@ -119,6 +119,11 @@ class DraftTree:
         parent = self.parents[node]
         return 0 if parent < 0 else list(self._children[parent].values()).index(node)
 
+    def previous_tokens(self, before_root: int = -1) -> list[int]:
+        """The token before each node: its parent's, and for the root `before_root` (the context token
+        before it; -1: none)."""
+        return [before_root, *(self.tokens[p] for p in self.parents[1:])]
+
     def subtree(self, keep: Sequence[int]) -> DraftTree:
         """The trie of the nodes `keep` (closed under ancestors; the root is always kept), in node order."""
         kept = sorted(set(keep) | {0})
@@ -161,14 +166,28 @@ def ancestor_matrix(parents: Sequence[int]) -> np.ndarray:
 
 
 def tree_buffers(tree: DraftTree, past_len: int, device: torch.device | str) -> TreeBuffers:
+    """The trie's tensors on `device`, built on the host and copied in one transfer (pinned and
+    asynchronous on CUDA): the four are views of one int64 buffer there."""
+    n = len(tree)
     paths = [tree.path_to(leaf) for leaf in tree.leaves()]
     width = max(len(p) for p in paths)
-    retrieve = np.full((len(paths), width), -1, dtype=np.int64)
+    packed = np.full(2 * n + len(paths) * width + n * n, -1, dtype=np.int64)
+    packed[:n] = tree.tokens
+    packed[n : 2 * n] = np.asarray(tree.depths, dtype=np.int64) + past_len
+    retrieve = packed[2 * n : 2 * n + len(paths) * width].reshape(len(paths), width)
     for row, path in enumerate(paths):
         retrieve[row, : len(path)] = path
+    packed[2 * n + len(paths) * width :] = ancestor_matrix(tree.parents).reshape(-1)
+    host = torch.from_numpy(packed)
+    device = torch.device(device)
+    if device.type == "cuda":
+        on_device = host.pin_memory().to(device, non_blocking=True)
+    else:
+        on_device = host.to(device)
+    end = 2 * n + len(paths) * width
     return TreeBuffers(
-        input_ids=torch.tensor(tree.tokens, dtype=torch.long, device=device),
-        position_ids=torch.tensor(tree.depths, dtype=torch.long, device=device) + past_len,
-        ancestors=torch.from_numpy(ancestor_matrix(tree.parents)).to(device),
-        retrieve_indices=torch.from_numpy(retrieve).to(device),
+        input_ids=on_device[:n],
+        position_ids=on_device[n : 2 * n],
+        ancestors=on_device[end:].view(n, n).bool(),
+        retrieve_indices=on_device[2 * n : end].view(len(paths), width),
     )

@@ -32,6 +32,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
+import sys
 from bisect import bisect_right
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
@@ -164,7 +166,7 @@ def tree_kinds(
     tokens, parents = tree.tokens, tree.parents
     if memory is None:
         return [(), *(node_kinds(tree, n) for n in range(1, len(tree)))]
-    before = [before_root, *(tokens[p] for p in parents[1:])]  # the token before each node
+    before = tree.previous_tokens(before_root)
     kinds: list[tuple[Hashable, ...]] = [()]
     for n in range(1, len(tree)):
         opinion = memory.probability(tokens[n], tokens[parents[n]], before[parents[n]])
@@ -219,7 +221,7 @@ class ValueTree:
         self.prior = prior
         self.candidates = candidates
         self.model = AcceptanceModel(prior.rates() if prior is not None else None)
-        self.memory = Successors(self.successors_wanted)
+        self.successors = Successors(self.successors_wanted)  # the model's opinions (see share_successors)
         self.history: list[int] = []  # nodes verified per step
         self._tokens, self._seconds = 0.0, 0.0  # decayed sums over the steps: emitted tokens, forward time
         self._selected: tuple[DraftTree | None, list[tuple[Hashable, ...]]] = (None, [])  # the tree and its kinds
@@ -232,7 +234,7 @@ class ValueTree:
             self.history.append(0)
             self._selected = (tree, [()])
             return tree, (1.0,)
-        kinds = tree_kinds(tree, self.memory, context[-2] if len(context) > 1 else -1)
+        kinds = tree_kinds(tree, self.successors, context[-2] if len(context) > 1 else -1)
         probs = path_probabilities(tree, self.model, kinds)
         rate = self._tokens / self._seconds if self._seconds > 0 else None
         order, n = best_size(probs, self.profile, rate)
@@ -243,12 +245,12 @@ class ValueTree:
         return verified, (1.0, *probs[kept].tolist())
 
     def observe_model(self, guesses: ModelGuesses) -> None:
-        self.memory.observe(guesses)
+        self.successors.observe(guesses)
 
     def observe(self, step: Step) -> None:
         tree, on_path = step.tree, set(step.accepted_nodes)
         # The kinds as `select` saw them (the model's opinion has moved on since).
-        kinds = self._selected[1] if self._selected[0] is tree else tree_kinds(tree, self.memory)
+        kinds = self._selected[1] if self._selected[0] is tree else tree_kinds(tree, self.successors)
         for node in range(1, len(tree)):
             if tree.parents[node] in on_path:  # its fate was decided: its parent was accepted
                 self.model.observe(kinds[node], node in on_path)
@@ -271,11 +273,20 @@ class AcceptancePrior:
         self.path = path
         self.memory = memory  # observations the prior remembers: older ones fade as new ones come
         self._data: dict[str, list[float]] = {}  # kind -> [rate, weight]
+        if not path.exists():
+            return
         try:
             raw = json.loads(path.read_text())
-            self._data = {str(k): [float(v[0]), float(v[1])] for k, v in raw.items()}
-        except (OSError, ValueError, TypeError, KeyError, IndexError):
-            self._data = {}  # none yet, or damaged: start from the default
+            data = {str(k): [float(v[0]), float(v[1])] for k, v in raw.items()}
+        except (OSError, ValueError, TypeError, KeyError, IndexError, AttributeError):
+            data = None
+        if data is None or not all(0.0 <= r <= 1.0 and 0.0 <= w < math.inf for r, w in data.values()):
+            # A rate above 1 would let a child's path probability pass its parent's: the tree of
+            # the best nodes would no longer be a tree. Start afresh, and say so once.
+            print(f"hdlib: {path} is not a valid acceptance prior (damaged?): removed, starting afresh", file=sys.stderr)
+            path.unlink(missing_ok=True)
+            return
+        self._data = data
 
     @classmethod
     def for_model(cls, key: str, folder: Path | None = None) -> AcceptancePrior:

@@ -17,7 +17,6 @@ The cache. `Verifier(model, cache="own")`, the default, keeps the keys and value
 Both give the same logits, bit for bit (tests/test_cache.py); benchmarks/cache_speed.py compares
 their speed.
 
-
 Backends. The tree mask is honoured by the attention implementations that add a given mask to the
 scores (`sdpa`, `eager`); flash-attention kernels take a padding mask instead and would let every node
 see its siblings, so they are refused (`check_model`).
@@ -38,9 +37,9 @@ import functools
 import inspect
 import time
 from dataclasses import dataclass
-from itertools import pairwise
 from typing import Literal
 
+import numpy as np
 import torch
 from transformers import DynamicCache, PreTrainedModel
 from transformers.cache_utils import Cache
@@ -192,21 +191,83 @@ def tree_logits(
     return _forward(model, cache, past_len, n, **inputs).logits[0]
 
 
-def greedy_accept(
-    input_ids: torch.Tensor, retrieve_indices: torch.Tensor, predictions: torch.Tensor
-) -> tuple[list[int], int]:
-    """The longest root path whose every draft token is the model's argmax, and the bonus token.
+def model_choices(logits: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The model's most likely tokens after each row of (N, V) `logits`, on the logits' device: (N, K)
+    token ids best first, their probabilities (float32 softmax), and (N,) whether the two best are
+    tied, K = max(k, 2).
+
+    Column 0 is the greedy choice: the token acceptance compares the drafts with, the step's records
+    and the recycled guesses all come from this one computation. Where no row is tied it is the
+    argmax; `topk` orders exact ties as it likes (common in bfloat16), so a step that meets a tie
+    calls `settle_ties`, which puts the argmax (the first of equal maxima) first.
+    """
+    values, indices = top_tokens(logits, max(k, 2))
+    # softmax, then the K picked: on a CPU logsumexp over the vocabulary costs several softmaxes
+    probs = torch.softmax(logits, dim=-1, dtype=torch.float32).gather(1, indices)
+    return indices, probs, values[:, 0] == values[:, 1]
+
+
+TOP_BLOCK = 64  # vocabulary entries per block in `top_tokens`
+
+
+def top_tokens(logits: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The `k` largest values of each row of (N, V) `logits` and their indices, best first: the values
+    of `topk`, found in blocks.
+
+    Each row is cut into blocks of TOP_BLOCK; the k largest values lie in the k blocks with the
+    largest maxima (a block holding one of them has a maximum at least the k-th value, and at most k
+    blocks can), so `topk` runs over the block maxima and then over those k blocks only. A row's
+    maximum is one fast vectorised pass; `topk` and `argmax` over the whole vocabulary are each
+    several times slower on a CPU (SmolLM2, 49,152 tokens, 41 rows, 2 cores: amax 0.13 ms, topk 2.9
+    ms). Among equal values the order is unspecified, as with `topk` (see `settle_ties`).
+    """
+    n, v = logits.shape
+    if v % TOP_BLOCK or v < 4 * k * TOP_BLOCK:
+        return logits.topk(k, dim=-1)
+    blocks = logits.view(n, v // TOP_BLOCK, TOP_BLOCK)
+    chosen = blocks.amax(dim=-1).topk(k, dim=-1).indices  # (N, k) the blocks that hold the k largest
+    candidates = blocks.gather(1, chosen[:, :, None].expand(n, k, TOP_BLOCK)).reshape(n, k * TOP_BLOCK)
+    values, where = candidates.topk(k, dim=-1)
+    return values, chosen.gather(1, where // TOP_BLOCK) * TOP_BLOCK + where % TOP_BLOCK
+
+
+def settle_ties(logits: torch.Tensor, indices: torch.Tensor) -> torch.Tensor:
+    """`indices` (from `model_choices`) with each row's argmax first: a tied token `topk` put first
+    changes places with it (their values are equal, so the order of values holds); where `topk`
+    left the argmax out (more tied tokens than columns), it replaces column 0."""
+    choice = logits.argmax(dim=-1)
+    indices = indices.clone()
+    where = indices == choice[:, None]
+    column = where.to(torch.int32).argmax(dim=-1)  # where topk put the argmax; 0 where it left it out
+    rows = torch.arange(indices.shape[0], device=indices.device)
+    indices[rows, column] = torch.where(where.any(dim=-1), indices[:, 0], indices[rows, column])
+    indices[:, 0] = choice
+    return indices
+
+
+def greedy_outcome(input_ids: torch.Tensor, retrieve_indices: torch.Tensor, predictions: torch.Tensor) -> torch.Tensor:
+    """The longest root path whose every draft token is the model's argmax, computed on the device.
 
     input_ids (N,), retrieve_indices (P, D + 1), predictions (N,) the argmax after each node.
-    Returns the accepted node indices (root first) and the model's token after the last of them.
+    Returns (D + 2,): the number of accepted drafts L, then the chosen path's row of node indices
+    (its first L + 1 are the accepted path, root first). Nothing is read back here.
     """
     nodes = retrieve_indices.clamp(min=0)  # (P, D + 1); padding is masked below
     drafted = input_ids[nodes[:, 1:]]  # (P, D)
     expected = predictions[nodes[:, :-1]]  # (P, D)
     ok = (drafted == expected) & (retrieve_indices[:, 1:] >= 0)
     lengths = ok.to(torch.int32).cumprod(dim=1).sum(dim=1)  # (P,)
-    best = int(lengths.argmax())
-    path = nodes[best, : int(lengths[best]) + 1].tolist()
+    best = lengths.argmax()  # the first longest: paths are in the drafter's order
+    return torch.cat([lengths[best].reshape(1).to(nodes.dtype), nodes[best]])
+
+
+def greedy_accept(
+    input_ids: torch.Tensor, retrieve_indices: torch.Tensor, predictions: torch.Tensor
+) -> tuple[list[int], int]:
+    """`greedy_outcome` read back: the accepted node indices (root first) and the model's token after
+    the last of them."""
+    length, *row = greedy_outcome(input_ids, retrieve_indices, predictions).tolist()
+    path = row[: length + 1]
     return path, int(predictions[path[-1]])
 
 
@@ -241,27 +302,27 @@ def synchronize(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def top_guesses(logits: torch.Tensor, k: int) -> tuple[list[list[int]], list[list[float]]]:
-    """The `k` most likely tokens after each row of (N, V) `logits`, with their probabilities."""
-    best = logits.topk(k, dim=-1)
-    probs = (best.values - logits.logsumexp(dim=-1, keepdim=True)).exp()
-    return best.indices.tolist(), probs.tolist()
+@dataclass(frozen=True)
+class Scored:
+    """One forward pass over a draft tree: its tensors, the (N, V) logits, and the seconds it took."""
+
+    buffers: TreeBuffers
+    logits: torch.Tensor
+    tree_s: float  # the tree's tensors, built on the host and copied once
+    forward_s: float  # the forward pass (masks included), the device waited for
 
 
 @dataclass(frozen=True)
 class Verified:
-    """What one verification pass decided, and the seconds of its phases."""
+    """What acceptance decided about one scored tree."""
 
     path: list[int]  # accepted node indices, root first
     bonus: int  # the model's own token after the last of them
-    tree_s: float  # the tree's tensors and masks
-    forward_s: float  # the forward pass, the device waited for
-    accept_s: float  # choosing the path (and the model's top guesses, when asked for)
-    compact_s: float  # dropping the rejected branches from the cache
+    accept_s: float  # choosing the path, the model's top guesses, reading both from the device
     choices: list[int]  # per node: the model's most likely token after it
     choice_probs: list[float]  # ... and its probability (softmax of the logits)
     # Per node: the probability it had of being accepted once its parent was reached (greedy: 1 or
-    # 0; sampling: the rejection rule's); None for a node whose parent was not reached (not tried).
+    # 0; sampling: the rule's); None for a node whose parent was not reached (not tried).
     accept_probs: list[float | None]
     # The model's most likely tokens after each node, with their probabilities; None unless asked for.
     top: tuple[list[list[int]], list[list[float]]] | None = None
@@ -296,38 +357,66 @@ class Verifier:
         buffers = tree_buffers(tree, past_len, self.device)
         return buffers, tree_logits(self.model, self.layout, buffers, self.cache, past_len)
 
+    @torch.inference_mode()
     def compact(self, past_len: int, keep: list[int]) -> None:
         compact_cache(self.cache, past_len, keep)
 
+    @staticmethod
+    def _read_greedy(
+        scored: Scored, indices: torch.Tensor, probs: torch.Tensor, tied: torch.Tensor | None
+    ) -> list[int]:
+        """The greedy outcome and the choices, in one read from the device: [any row tied, accepted
+        drafts L, the chosen path's node row, the (N, K) token ids, the (N, K) probabilities as
+        float32 bit patterns]. `tied` None: ties already settled."""
+        outcome = greedy_outcome(scored.buffers.input_ids, scored.buffers.retrieve_indices, indices[:, 0])
+        flag = tied.any().reshape(1).to(torch.int64) if tied is not None else outcome.new_zeros(1)
+        bits = probs.reshape(-1).view(torch.int32).to(torch.int64)
+        return torch.cat([flag, outcome, indices.reshape(-1), bits]).tolist()
+
     @torch.inference_mode()
-    def step(self, tree: DraftTree, past_len: int, successors: int = 0) -> Verified:
-        """Verify `tree`: the accepted path, the bonus token, and (when `successors` > 0) the model's
-        that many most likely tokens after each node."""
-        marks = [time.perf_counter()]
+    def verify(self, tree: DraftTree, past_len: int) -> Scored:
+        """One forward pass over `tree` after `past_len` cached tokens. The cache then holds the
+        whole tree: `compact` keeps what `accept` accepted."""
+        start = time.perf_counter()
         buffers = tree_buffers(tree, past_len, self.device)
-        marks.append(time.perf_counter())
+        built = time.perf_counter()
         logits = tree_logits(self.model, self.layout, buffers, self.cache, past_len)
+        self.sync()
+        return Scored(buffers, logits, built - start, time.perf_counter() - built)
+
+    @torch.inference_mode()
+    def accept(self, tree: DraftTree, scored: Scored, past_len: int, successors: int = 0) -> Verified:
+        """The accepted path of a scored tree and the bonus token, with the model's most likely token
+        after every node for the records (and its `successors` most likely, when asked for).
+
+        Greedy: the path is found on the device, and the path, the choices and their probabilities
+        come back in one read (token ids and float32 bit patterns in one int64 tensor): on a GPU
+        every read waits for the device. Sampling: the sampler's rule, which reads what it needs.
+        """
+        start = time.perf_counter()
+        n, k = len(tree), max(successors, 1)
+        indices, probs, tied = model_choices(scored.logits, k)
         trials: dict[int, float] = {}
         if self.sampler is None:
-            predictions = logits.argmax(dim=-1)
-            self.sync()
-            marks.append(time.perf_counter())
-            path, bonus = greedy_accept(buffers.input_ids, buffers.retrieve_indices, predictions)
+            host = self._read_greedy(scored, indices, probs, tied)
+            if host[0]:  # a tie at the top somewhere: the argmax decides (rare; a second read)
+                host = self._read_greedy(scored, settle_ties(scored.logits, indices), probs, None)
+            width = indices.shape[1]
+            head = len(host) - n * width * 2
+            guesses = [host[head + i * width : head + i * width + k] for i in range(n)]
+            floats = np.array(host[head + n * width :], dtype=np.int64).astype(np.int32).view(np.float32).tolist()
+            guess_probs = [floats[i * width : i * width + k] for i in range(n)]
+            path = host[2 : host[1] + 3]
+            bonus = guesses[path[-1]][0]
         else:
-            self.sync()
-            marks.append(time.perf_counter())
-            path, bonus = self.sampler.accept(tree, logits, past_len, trials)
-        # Engine time, counted with acceptance: what the model wanted at every node (for the records).
-        guesses, probs = top_guesses(logits, max(successors, 1))
-        choices, choice_probs = [g[0] for g in guesses], [p[0] for p in probs]
+            path, bonus = self.sampler.accept(tree, scored.logits, past_len, trials)
+            guesses = settle_ties(scored.logits, indices)[:, :k].tolist()
+            guess_probs = probs[:, :k].tolist()
+        choices, choice_probs = [g[0] for g in guesses], [p[0] for p in guess_probs]
         if self.sampler is None:
             reached = set(path)
             trials = {i: float(tree.tokens[i] == choices[p]) for i, p in enumerate(tree.parents) if p in reached and i}
-        accept_probs = [trials.get(i) for i in range(len(tree))]
+        accept_probs = [trials.get(i) for i in range(n)]
         accept_probs[0] = 1.0  # the root is the text itself
-        marks.append(time.perf_counter())
-        self.compact(past_len, path)
-        marks.append(time.perf_counter())
-        tree_s, forward_s, accept_s, compact_s = (b - a for a, b in pairwise(marks))
-        top = (guesses, probs) if successors else None
-        return Verified(path, bonus, tree_s, forward_s, accept_s, compact_s, choices, choice_probs, accept_probs, top)
+        top = (guesses, guess_probs) if successors else None
+        return Verified(path, bonus, time.perf_counter() - start, choices, choice_probs, accept_probs, top)

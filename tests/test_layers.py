@@ -23,7 +23,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("tiers.recycling",),
     ("tiers.context", "tiers.model", "tiers.statistics"),
     ("tiers",),
-    ("tree", "presentation"),
+    ("tree", "presentation", "cache"),  # the draft tree's tensors; the KV cache
     ("trace", "sampling"),  # the records; the acceptance rule
     ("budget",),  # the budget policies: no torch, no model
     ("value", "verifier"),

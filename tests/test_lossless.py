@@ -189,7 +189,7 @@ def test_the_model_tier_recycles_the_models_own_guesses(name):
     assert got.tokens == want
     recycled = [n for s in got.steps for n in s.accepted_nodes[1:] if s.tree.sources[n] == "recycled"]
     assert len(recycled) >= 5  # the model's guesses of earlier passes were drafted and accepted
-    assert tier.recycled is not None and len(tier.recycled.table) > 0
+    assert tier.successors is not None and len(tier.successors.table) > 0
 
 
 def test_adaptive_budget_is_lossless_and_grows_when_drafts_are_accepted():

@@ -28,6 +28,7 @@ from hdlib.value import (
 )
 
 FLAT = ForwardProfile(tuple([0.05] * 64), 256, "flat")
+SHORT = ForwardProfile((0.05, 0.06, 0.07, 0.08), 256, "short")  # measured up to 4 tokens
 STEEP = ForwardProfile(tuple(0.05 * (1 + 0.5 * k) for k in range(64)), 256, "steep")  # each token costs half a pass
 SURE = 1e9  # observations behind a prior rate that the estimate should equal
 
@@ -158,6 +159,37 @@ def test_the_prior_is_kept_on_disk_and_merged(tmp_path):
     assert json.loads(path.read_text())["context//-1/-1"][0] == 1.0
 
 
+def test_a_prior_with_rates_above_one_is_dropped_with_one_line(tmp_path, capsys):
+    """A damaged prior (every rate 3.0) made a child's path probability pass its parent's and the
+    tree selection raise ("node 4 is kept without its parent 3"). Now the file is refused on load."""
+    from oracle import OracleTier
+    from tiny import VOCAB, tiny_llama
+
+    from hdlib.decoding import DecodeSettings, run
+    from hdlib.drafter import Drafter
+    from hdlib.tiers import ContextTier
+
+    model, prompt, path = tiny_llama(), (5, 6, 7, 8, 5, 6, 7, 8, 5, 6), tmp_path / "prior.json"
+    truth = list(prompt) + run(model, prompt, None, DecodeSettings(max_new_tokens=24)).tokens
+
+    def generate() -> list[int]:
+        tiers = Drafter([ContextTier(), OracleTier(truth, VOCAB, seed=1)])
+        policy = ValueTree(SHORT, AcceptancePrior(path))  # at most 3 nodes kept: the best, not all
+        return run(model, prompt, tiers, DecodeSettings(max_new_tokens=24), budget=policy).tokens
+
+    assert generate() == truth[len(prompt) :]
+    rates = json.loads(path.read_text())
+    assert len(rates) > 3
+    path.write_text(json.dumps({kind: [3.0, weight] for kind, (_, weight) in rates.items()}))
+    assert generate() == truth[len(prompt) :]
+    err = capsys.readouterr().err
+    assert err.count("not a valid acceptance prior") == 1 and str(path) in err
+    assert all(0 <= rate <= 1 for rate, _ in json.loads(path.read_text()).values())  # written afresh
+    for bad in ("[1, 2]", '{"x": [0.5, -1]}', '{"x": [NaN, 1]}', '{"x": "0.5"}'):
+        path.write_text(bad)
+        assert AcceptancePrior(path).rates() == {}
+
+
 def test_bad_settings_are_refused():
     with pytest.raises(HDError):
         ValueTree(FLAT, candidates=-1)
@@ -201,7 +233,7 @@ def test_the_model_tier_drafts_from_its_phrases_its_recycled_guesses_or_both():
     both = ModelTier(ngrams, counts)
     phrases = ModelTier(ngrams, counts, ModelSettings(recycle_width=0))
     guesses = ModelTier(ngrams, counts, ModelSettings(phrases=False))
-    assert phrases.successors_wanted == 0 and phrases.recycled is None
+    assert phrases.successors_wanted == 0 and phrases.successors is None
     for tier in (both, guesses):
         tier.begin([1, 2])
         tier.observe_model(ModelGuesses([2], [1], [[7, 8]], [[0.7, 0.2]]))

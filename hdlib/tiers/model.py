@@ -86,7 +86,7 @@ class ModelTier(DraftTier):
         for m in range(min_key, max_key + 1):
             for row, count in _top_per_key(ngrams, doc_freq, m, s.per_key):
                 self._index.add(row[:m], (tuple(row[m:]), count))
-        self.recycled = Successors(s.recycle_width) if s.recycle_width else None
+        self.successors = Successors(s.recycle_width) if s.recycle_width else None
         self.successors_wanted = s.recycle_width
 
     @classmethod
@@ -113,12 +113,12 @@ class ModelTier(DraftTier):
             raise HDError(f"{path}: {error}: rebuild it with `hdlib build-db model`") from None
 
     def begin(self, prompt: Sequence[int]) -> None:
-        if self.recycled is not None:
-            self.recycled.clear()
+        if self.successors is not None:
+            self.successors.clear()
 
     def observe_model(self, guesses: ModelGuesses) -> None:
-        if self.recycled is not None:
-            self.recycled.observe(guesses)
+        if self.successors is not None:
+            self.successors.observe(guesses)
 
     def lookup(self, context: Sequence[int], budget: int) -> list[Draft]:
         return [p.tokens for p, _ in self._drafts(context, budget)]
@@ -137,7 +137,7 @@ class ModelTier(DraftTier):
     def _drafts(self, context: Sequence[int], budget: int) -> list[tuple[Proposal, int | None]]:
         """The phrase database's drafts with their counts, then the recycled guesses (no count): half
         the budget at least, when the model has been seen to continue the newest token."""
-        recycling = self.recycled is not None and self.recycled.guesses(int(context[-1]))[0] > 0
+        recycling = self.successors is not None and self.successors.guesses(int(context[-1]))[0] > 0
         phrases_budget = (budget - budget // 2 if recycling else budget) if self.settings.phrases else 0
         found = self._collect(context, phrases_budget)
         drafts: list[tuple[Proposal, int | None]] = [
@@ -146,7 +146,7 @@ class ModelTier(DraftTier):
         ]
         if recycling:
             left = budget - (phrases_budget - found.left)
-            drafts += [(p, None) for p in self.recycled.propose(context, left)]  # type: ignore[union-attr]
+            drafts += [(p, None) for p in self.successors.propose(context, left)]  # type: ignore[union-attr]
         return drafts
 
     def _collect(self, context: Sequence[int], budget: int) -> DraftSet:

@@ -33,18 +33,24 @@ class Successors:
         self.width = width
         # (token,) or (previous token, token) -> (next token, probability), best first
         self.table: dict[tuple[int, ...], tuple[tuple[int, float], ...]] = {}
+        self._last: ModelGuesses | None = None  # the pass observed last
 
     def clear(self) -> None:
         self.table.clear()
+        self._last = None
 
     def observe(self, guesses: ModelGuesses) -> None:
-        """Keep the pass's guesses after every token and token pair; newer ones replace older ones."""
-        g = guesses
+        """Keep the pass's guesses after every token and token pair; newer ones replace older ones.
+        A table shared by several readers (`share_successors`) takes each pass once."""
+        if guesses is self._last:
+            return
+        self._last = g = guesses
+        table, width = self.table, self.width
         for token, before, nexts, probs in zip(g.tokens, g.previous, g.successors, g.probabilities, strict=True):
-            entry = tuple((int(t), float(p)) for t, p in zip(nexts[: self.width], probs))
-            self.table[(int(token),)] = entry
+            entry = tuple(zip(map(int, nexts[:width]), map(float, probs)))  # plain ints and floats, whatever came in
+            table[(int(token),)] = entry
             if before >= 0:
-                self.table[(int(before), int(token))] = entry
+                table[(int(before), int(token))] = entry
 
     def guesses(self, token: int, before: int = -1) -> tuple[int, tuple[tuple[int, float], ...]]:
         """(order used, guesses) after `token` preceded by `before`: (0, ()) when never seen."""
@@ -81,3 +87,14 @@ class Successors:
                 heapq.heappush(heap, (neg_score * p, tie, (*path, nxt), (*probs, p), used))
                 tie += 1
         return found
+
+
+def share_successors(readers: Sequence[object]) -> None:
+    """Give every reader of the model's recycled guesses (an object with a `successors` table: the
+    model tier, the value-ranked tree) of one width the same table, so that each verification pass
+    fills one table once instead of one per reader."""
+    shared: dict[int, Successors] = {}
+    for reader in readers:
+        table = getattr(reader, "successors", None)
+        if isinstance(table, Successors):
+            reader.successors = shared.setdefault(table.width, table)  # type: ignore[attr-defined]

@@ -1,0 +1,152 @@
+"""The step's work on the host side: how often it reads from the device, and what it reads.
+
+On a GPU every read of a tensor's value (`item`, `tolist`, `cpu`, `numpy`, `int(t)`, `if t:`) waits
+for the device to finish the queued work. A greedy step may read at most twice; hdlib's reads once
+(the accepted path, the model's choices and their probabilities, in one transfer). Counted here on
+the CPU by a `TorchFunctionMode` that sees every such call, in the engine and in the model alike.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import pytest
+import torch
+from oracle import OracleTier
+from tiny import VOCAB, tiny_gemma3, tiny_llama
+from torch.overrides import TorchFunctionMode
+
+from hdlib.budget import FixedBudget, flat_profile
+from hdlib.decoding import DecodeSettings, Decoder, run
+from hdlib.drafter import Drafter
+from hdlib.tiers import ContextTier, ModelTier, Tier
+from hdlib.value import ValueTree
+from hdlib.verifier import greedy_accept, model_choices, settle_ties
+
+READS = frozenset({"item", "tolist", "cpu", "numpy", "__bool__", "__int__", "__float__", "__index__"})
+PROMPT = (5, 6, 7, 8, 9, 5, 6, 7, 8, 9, 5, 6, 7)
+
+
+class HostReads(TorchFunctionMode):
+    """Counts the calls that read a tensor's values back to the host."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[str] = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        name = getattr(func, "__name__", "")
+        if name in READS:
+            self.calls.append(name)
+        return func(*args, **(kwargs or {}))
+
+
+@functools.cache
+def model(name: str):
+    return {"llama": tiny_llama, "gemma3": tiny_gemma3}[name]()
+
+
+def reads_per_step(decoder: Decoder) -> list[list[str]]:
+    """The reads of each step after the first (the first also prefills the prompt)."""
+    per_step, steps = [], iter(decoder)
+    while True:
+        with HostReads() as counter:
+            try:
+                next(steps)
+            except StopIteration:
+                break
+        per_step.append(counter.calls)
+    return per_step[1:]
+
+
+@pytest.mark.parametrize("name", ["llama", "gemma3"])
+@pytest.mark.parametrize("budget", [16, 64])
+def test_a_greedy_step_reads_from_the_device_at_most_twice(name, budget):
+    m = model(name)
+    truth = list(PROMPT) + run(m, PROMPT, None, DecodeSettings(max_new_tokens=40)).tokens
+    tiers = [ContextTier(), OracleTier(truth, VOCAB, seed=3, tier=Tier.STATISTICS), ModelTier.recycling_only()]
+    decoder = Decoder(m, PROMPT, Drafter(tiers), DecodeSettings(max_new_tokens=40), budget=FixedBudget(budget))
+    per_step = reads_per_step(decoder)
+    assert len(per_step) >= 3
+    worst = max(per_step, key=len)
+    assert len(worst) <= 2, f"a greedy step read from the device {len(worst)} times: {worst}"
+
+
+def test_the_value_tree_step_reads_at_most_twice_too():
+    m = model("llama")
+    truth = list(PROMPT) + run(m, PROMPT, None, DecodeSettings(max_new_tokens=40)).tokens
+    tiers = [ContextTier(), OracleTier(truth, VOCAB, seed=5, tier=Tier.STATISTICS), ModelTier.recycling_only()]
+    decoder = Decoder(
+        m, PROMPT, Drafter(tiers), DecodeSettings(max_new_tokens=40), budget=ValueTree(flat_profile([0.01] * 64))
+    )
+    assert max(len(calls) for calls in reads_per_step(decoder)) <= 2
+
+
+def test_the_counter_sees_a_read():
+    """The negative control: the mode counts what the engine used to do per step (`int(t)`, `tolist`)."""
+    with HostReads() as counter:
+        t = torch.arange(4)
+        int(t[0]), t.tolist(), bool(t[1] > 0), t.numpy(), t.cpu()
+    assert counter.calls == ["__int__", "tolist", "__bool__", "numpy", "cpu"]
+
+
+def test_choices_put_the_argmax_first_on_exact_ties():
+    """Greedy acceptance, the records and the recycled guesses take one token: the first of equal
+    maxima, whatever order topk gives the ties (on this CPU topk(8) puts 7 before 3 in row 0)."""
+    logits = torch.zeros(4, 50)
+    logits[0, [7, 3, 30]] = 2.0  # a three-way tie
+    logits[1, :] = 1.0  # every token tied
+    logits[2, [40, 2]] = 5.0
+    logits[3, 9] = 1.0  # no tie
+    for k in (1, 2, 4, 8):
+        indices, probs, tied = model_choices(logits, k)
+        assert tied.tolist() == [True, True, True, False]
+        settled = settle_ties(logits, indices)
+        assert settled[:, 0].tolist() == logits.argmax(dim=-1).tolist() == [3, 0, 2, 9]
+        assert all(len(set(row)) == len(row) for row in settled.tolist())  # nothing repeated
+        assert torch.all(probs[:, :-1] >= probs[:, 1:])  # still best first
+        assert torch.allclose(probs, torch.softmax(logits, dim=-1).gather(1, settled))
+
+
+def test_greedy_accept_reads_the_chosen_path():
+    # root 0 -> 1 -> 2, root 0 -> 3: the model wants 11 after the root, 12 after node 1
+    input_ids = torch.tensor([10, 11, 12, 13])
+    retrieve = torch.tensor([[0, 1, 2], [0, 3, -1]])
+    predictions = torch.tensor([11, 12, 99, 14])
+    assert greedy_accept(input_ids, retrieve, predictions) == ([0, 1, 2], 99)
+    assert greedy_accept(input_ids, retrieve, torch.tensor([13, 0, 0, 14])) == ([0, 3], 14)
+
+
+def test_step_times_name_every_phase():
+    m = model("llama")
+    tiers = [ContextTier(), ModelTier.recycling_only()]
+    gen = run(m, PROMPT, Drafter(tiers), DecodeSettings(max_new_tokens=12), budget=ValueTree(flat_profile()))
+    for step in gen.steps:
+        t = step.times
+        assert t.policy > 0 and t.draft > 0 and t.forward > 0 and t.accept > 0 and t.update > 0
+        assert t.total == pytest.approx(t.draft + t.tree + t.forward + t.accept + t.update + t.policy)
+    assert Tier.MODEL in gen.tier_order
+
+
+def test_records_and_recycled_guesses_agree_with_acceptance_on_ties():
+    """Every token tied (all rows of the output layer equal): greedy decoding takes token 0, the
+    first of the maxima; the step's records and the guesses the model tier recycles must say so too.
+    Before, they came from `topk`, which put another of the tied tokens first."""
+    m = tiny_llama()
+    with torch.no_grad():
+        m.lm_head.weight[:] = m.lm_head.weight[0].clone()
+    recycled = ModelTier.recycling_only()
+    gen = run(m, PROMPT, Drafter([ContextTier(), recycled]), DecodeSettings(max_new_tokens=12), budget=FixedBudget(8))
+    assert gen.tokens == [0] * 12
+    for step in gen.steps:
+        assert [step.choices[n] for n in step.accepted_nodes] == list(step.tokens)
+    assert recycled.successors.guesses(0)[1][0][0] == 0
+
+
+def test_the_model_tier_and_the_value_tree_share_one_table():
+    m = model("llama")
+    tier, policy = ModelTier.recycling_only(), ValueTree(flat_profile())
+    assert tier.successors is not policy.successors
+    gen = run(m, PROMPT, Drafter([ContextTier(), tier]), DecodeSettings(max_new_tokens=16), budget=policy)
+    assert tier.successors is policy.successors and len(tier.successors.table) > 0
+    assert len(gen.tokens) == 16
