@@ -65,6 +65,7 @@ from hdlib.budget import AdaptiveBudget, FixedBudget, ForwardProfile, flat_profi
 from hdlib.decoding import DecodeSettings, Decoder, run  # noqa: E402
 from hdlib.divergence import NEAR_TIE, explain, locate  # noqa: E402
 from hdlib.drafter import Drafter  # noqa: E402
+from hdlib.profile import time_pass  # noqa: E402
 from hdlib.tiers import ContextTier, DraftTier, ModelTier, Tier  # noqa: E402
 from hdlib.trace import Step  # noqa: E402
 from hdlib.tree import DraftTree  # noqa: E402
@@ -140,12 +141,6 @@ def gb(n_bytes: float) -> float:
 
 def dtype_name(dtype: torch.dtype) -> str:
     return str(dtype).removeprefix("torch.")
-
-
-def chain(tokens: Sequence[int]) -> DraftTree:
-    tree = DraftTree(root=int(tokens[0]))
-    tree.add([int(t) for t in tokens[1:]], Tier.CONTEXT, len(tokens), len(tokens))
-    return tree
 
 
 class HostReads(TorchFunctionMode):
@@ -383,14 +378,7 @@ def time_passes(verifier: Verifier, context: int, ks: Sequence[int], repeats: in
     gen = torch.Generator().manual_seed(context)
 
     def one(k: int) -> float:
-        tree = chain(torch.randint(3, MODEL_VOCAB, (k,), generator=gen).tolist())
-        verifier.sync()
-        start = time.perf_counter()
-        verifier.logits(tree, context)
-        verifier.sync()
-        elapsed = time.perf_counter() - start
-        verifier.compact(context, [])
-        return elapsed
+        return time_pass(verifier, torch.randint(3, MODEL_VOCAB, (k,), generator=gen).tolist(), context)
 
     one(ks[0]), one(ks[-1])  # warm-up: the first calls allocate
     return {k: round(1e3 * statistics.median(one(k) for _ in range(repeats)), 3) for k in ks}

@@ -54,6 +54,20 @@ def profile_key(model: PreTrainedModel, context_len: int, max_k: int) -> str:
 
 
 @torch.inference_mode()
+def time_pass(verifier: Verifier, tokens: list[int], past_len: int) -> float:
+    """Seconds of one forward pass over `tokens` as a chain after `past_len` cached tokens, the device
+    waited for; the cache is then cut back to `past_len`."""
+    tree = DraftTree(root=tokens[0])
+    tree.add(tokens[1:], tier=Tier.CONTEXT, max_new=len(tokens), max_depth=len(tokens))  # any tier will do
+    verifier.sync()
+    start = time.perf_counter()
+    verifier.logits(tree, past_len)
+    verifier.sync()
+    elapsed = time.perf_counter() - start
+    verifier.compact(past_len, [])
+    return elapsed
+
+
 def measure_forward(
     model: PreTrainedModel, context_len: int = 256, max_k: int = MAX_BUDGET, repeats: int = 3, progress: bool = True
 ) -> ForwardProfile:
@@ -66,16 +80,7 @@ def measure_forward(
     verifier.prefill(torch.randint(0, vocab, (context_len,), generator=gen).tolist())
 
     def one(k: int) -> float:
-        chain = torch.randint(0, vocab, (k,), generator=gen).tolist()
-        tree = DraftTree(root=chain[0])
-        tree.add(chain[1:], tier=Tier.CONTEXT, max_new=k, max_depth=k)  # which tier does not matter here
-        verifier.sync()
-        start = time.perf_counter()
-        verifier.logits(tree, context_len)
-        verifier.sync()
-        elapsed = time.perf_counter() - start
-        verifier.compact(context_len, [])
-        return elapsed
+        return time_pass(verifier, torch.randint(0, vocab, (k,), generator=gen).tolist(), context_len)
 
     one(1), one(max_k)  # warm-up: first calls allocate
     seconds = []
