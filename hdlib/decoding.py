@@ -32,6 +32,7 @@ from hdlib.trace import Generation, Step, StepTimes, cut_at_end, stop_reason
 from hdlib.tree import DraftTree
 from hdlib.value import AcceptancePrior, ValueTree
 from hdlib.verifier import Verifier
+from hdlib.verifier import context_length as verifier_context_length
 
 
 @dataclass(frozen=True)
@@ -59,7 +60,11 @@ class DecodeSettings:
 
 
 def context_length(model: PreTrainedModel) -> int:
-    return int(model.config.max_position_embeddings)
+    """The positions the model was trained for: the most tokens a text may have."""
+    limit = verifier_context_length(model)
+    if limit is None:
+        raise HDError(f"{type(model).__name__}: its config gives no max_position_embeddings (the context length)")
+    return limit
 
 
 def check_prompt(prompt_ids: Sequence[int], limit: int) -> None:
