@@ -93,12 +93,31 @@ class Notebook {
     this.started = Date.now();
     this.phase = 'open';
     page.on('console', (msg) => {
-      if (msg.type() === 'error') entry.messages.push({ phase: this.phase, kind: 'console', text: msg.text() });
+      if (msg.type() === 'error') entry.messages.push({ phase: this.phase, kind: 'console', text: msg.text(), t: this.since() });
       if (msg.type() === 'warning') entry.warnings.push({ phase: this.phase, text: msg.text().slice(0, 1000) });
     });
     page.on('pageerror', (error) => {
-      entry.messages.push({ phase: this.phase, kind: 'pageerror', text: String(error?.message ?? error) });
+      entry.messages.push({ phase: this.phase, kind: 'pageerror', text: String(error?.message ?? error), t: this.since() });
     });
+    // The kernel's messages after the reload (type, comm, method, size, time): what the widget
+    // manager asked and got while it restored the widgets, beside the console errors' times, for a
+    // report that has to say why a widget came back missing (see pyproject.toml: jupyterlab_widgets).
+    entry.kernelTraffic = [];
+    page.on('websocket', (ws) => {
+      if (!ws.url().includes('/channels')) return;
+      const log = (direction) => (frame) => {
+        if (this.phase !== 'reload' || entry.kernelTraffic.length >= 2000) return;
+        const msg = kernelMessage(frame.payload);
+        if (msg) entry.kernelTraffic.push({ t: this.since(), direction, ...msg });
+      };
+      ws.on('framesent', log('sent'));
+      ws.on('framereceived', log('received'));
+    });
+  }
+
+  // Seconds since the page was reloaded (or opened): the time of a console message or kernel message.
+  since() {
+    return (Date.now() - (this.reloadedAt ?? this.started)) / 1000;
   }
 
   // What the page is doing: console messages are filed under it, and the report times it.
@@ -206,6 +225,7 @@ class Notebook {
     this.phase = 'reload';
     const kernelBefore = await sessionKernels();
     const cellsBefore = await this.page.locator('.jp-Notebook .jp-CodeCell').count();
+    this.reloadedAt = Date.now();
     await this.page.reload();
     // JupyterLab attaches a long notebook's cells a few at a time after the first: measuring before
     // the last is there would miss the widgets below (seen on a slow machine: the widget shown again,
@@ -373,6 +393,41 @@ function measureCell(cell, index) {
       .filter((o) => o.dataset.mimeType === 'application/vnd.jupyter.stderr')
       .map((o) => o.innerText.slice(0, 2000)),
     text: outputs.map((o) => o.innerText.slice(0, 500)).join('\n'),
+  };
+}
+
+// A kernel message seen on the websocket, in short: JupyterLab's binary protocol
+// (v1.kernel.websocket.jupyter.org: a count of offsets, the offsets, then channel, header, parent
+// header, metadata, content and buffers) or the older JSON text frames.
+function kernelMessage(payload) {
+  let channel, header, parent, content;
+  try {
+    if (typeof payload === 'string') {
+      ({ channel, header, parent_header: parent, content } = JSON.parse(payload));
+    } else {
+      const count = Number(payload.readBigUInt64LE(0));
+      const offsets = Array.from({ length: count }, (_, i) => Number(payload.readBigUInt64LE(8 * (i + 1))));
+      const part = (i) => payload.subarray(offsets[i], offsets[i + 1]).toString('utf8');
+      channel = part(0);
+      header = JSON.parse(part(1));
+      parent = JSON.parse(part(2));
+      content = JSON.parse(part(4));
+    }
+  } catch {
+    return null;
+  }
+  return {
+    channel,
+    type: header?.msg_type,
+    id: header?.msg_id?.slice(-8),
+    parent: parent?.msg_id?.slice(-8),
+    comm: content?.comm_id?.slice(0, 8),
+    target: content?.target_name,
+    method: content?.data?.method,
+    state: content?.execution_state,
+    comms: content?.comms ? Object.keys(content.comms).length : undefined,
+    states: content?.data?.states ? Object.keys(content.data.states).length : undefined,
+    bytes: payload.length,
   };
 }
 
