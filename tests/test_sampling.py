@@ -2,10 +2,11 @@
 
 Three kinds of evidence. The acceptance rule, enumerated exactly over its outcomes, gives back the
 target distribution for any candidate list. The warpers agree with transformers' own. And end to
-end, on a tiny model with an 8-token vocabulary, the first three tokens of thousands of HD answers
-(several tiers, budgets, top-k and top-p settings) pass a chi-square test against the exact
-distribution computed by enumerating every 3-token continuation with the model; an acceptance rule
-that accepts every draft fails the same tests (the negative controls).
+end, on a tiny model with an 8-token vocabulary, the first three tokens of thousands of answers pass
+a chi-square test against the exact distribution computed by enumerating every 3-token continuation
+with the model: plain sampling's, and HD's under the rejection rule (several tiers, budgets, top-k
+and top-p settings); HD under the Gumbel rule gives plain sampling's answer seed by seed on the same
+settings. An acceptance rule that accepts every draft fails these tests (the negative controls).
 """
 
 from __future__ import annotations
@@ -184,31 +185,39 @@ class LikelyTier(DraftTier):
         return [tuple(chain), (order[1],), (order[-1],)]
 
 
-def sample_answers(
+def answers(
     warp: Warp,
     tiers: str,
     budget: int | str,
     n: int,
-    model=None,
     n_new: int = N_NEW,
     eos: int | None = None,
     rule: str = "gumbel",
-) -> Counter[tuple[int, ...]]:
-    """`budget` "value": the value-ranked tree on a flat forward profile (it learns across steps)."""
-    model = model or small_model()
+) -> list[tuple[int, ...]]:
+    """The answers for seeds 0 to n-1. `budget` "value": the value-ranked tree on a flat forward
+    profile (it learns across steps)."""
     make = {"C": lambda: ContextTier(), "L": lambda: LikelyTier(warp, n_new)}
-    counts: Counter[tuple[int, ...]] = Counter()
+    got_all: list[tuple[int, ...]] = []
     accepted_drafts = 0
     for seed in range(n):
         drafter = Drafter([make[c]() for c in tiers])
         settings = DecodeSettings(n_new, warp.temperature, warp.top_p, warp.top_k, seed=seed, sampling_rule=rule)
         policy = ValueTree(flat_profile(), candidates=8) if budget == "value" else FixedBudget(budget)
-        got = run(model, PROMPT, drafter, settings, () if eos is None else (eos,), policy)
-        counts[tuple(got.tokens)] += 1
+        got = run(small_model(), PROMPT, drafter, settings, () if eos is None else (eos,), policy)
+        got_all.append(tuple(got.tokens))
         accepted_drafts += sum(t is not BONUS for t in got.token_tiers)
     if tiers and budget:
         assert accepted_drafts > n / 4  # the drafts were used: the test exercised acceptance
-    return counts
+    return got_all
+
+
+def sample_answers(warp: Warp, tiers: str, budget: int | str, n: int, **options) -> Counter[tuple[int, ...]]:
+    return Counter(answers(warp, tiers, budget, n, **options))
+
+
+# Plain sampling's answers, seed by seed: drawn once per setting, for the chi-square test and for the
+# HD answers that must equal them.
+plain_answers = functools.cache(lambda warp, n, n_new=N_NEW, eos=None: answers(warp, "", 0, n, n_new, eos))
 
 
 CASES = [
@@ -220,17 +229,30 @@ CASES = [
 ]
 
 
-# The default rule on every case; the rejection rule, tested as thoroughly before it had a twin, on
-# the cases with the most tiers and the value-ranked tree (each case costs about 25 s).
-RULE_CASES = [pytest.param(*c.values, "gumbel", id=f"{c.id}-gumbel") for c in CASES] + [
+# Each rule's own distribution, by chi-square over 3,000 answers: plain sampling (the Gumbel rule with
+# no drafts), and the rejection rule on the cases with the most tiers and the value-ranked tree.
+DISTRIBUTION_CASES = [pytest.param(*c.values, "gumbel", id=f"{c.id}-gumbel") for c in CASES if not c.values[1]] + [
     pytest.param(*c.values, "rejection", id=f"{c.id}-rejection") for c in CASES if "context" in c.id
 ]
 
 
-@pytest.mark.parametrize(("warp", "tiers", "budget", "rule"), RULE_CASES)
+@pytest.mark.parametrize(("warp", "tiers", "budget", "rule"), DISTRIBUTION_CASES)
 def test_hd_samples_follow_the_exact_distribution(warp, tiers, budget, rule):
-    p = chi_square_p_value(sample_answers(warp, tiers, budget, n=3000, rule=rule), exact_joint(warp))
+    n = 3000
+    drawn = Counter(plain_answers(warp, n)) if not tiers else sample_answers(warp, tiers, budget, n, rule=rule)
+    p = chi_square_p_value(drawn, exact_joint(warp))
     assert p > 1e-3, f"chi-square p = {p:.2e}"
+
+
+# The Gumbel rule with drafts gives plain sampling's answer, seed by seed: a stricter check than a
+# chi-square test of HD's answers (a wrong token on any seed fails it), and with plain sampling's
+# distribution tested above, HD's follows. 600 seeds each, against the plain answers of the same seeds.
+@pytest.mark.parametrize(("warp", "tiers", "budget"), [c for c in CASES if c.values[1]])
+def test_hd_samples_under_the_gumbel_rule_are_plain_samples_seed_by_seed(warp, tiers, budget):
+    n = 600
+    want = plain_answers(warp, 3000 if warp == Warp(1.0) else n)[:n]  # the chi-square test's, where it drew them
+    got = answers(warp, tiers, budget, n)
+    assert [seed for seed in range(n) if got[seed] != want[seed]] == []
 
 
 DEEP = Warp(0.8, top_k=3)  # few tokens per position, so that five positions can be enumerated
@@ -278,6 +300,14 @@ def test_negative_control_noise_shared_by_every_position_fails_the_chi_square_te
     warp = Warp(1.0)
     p = chi_square_p_value(sample_answers(warp, "L", 8, n=1000), exact_joint(warp))
     assert p < 1e-6
+
+
+def test_negative_control_accepting_every_draft_under_the_gumbel_rule_is_not_plain_sampling(monkeypatch):
+    """The seed-by-seed comparison catches a rule that keeps drafts the position's sample is not."""
+    want = plain_answers(Warp(1.0), 3000)[:200]
+    monkeypatch.setattr(hdlib.sampling.DraftTree, "child", lambda tree, node, token: next(iter(tree.children(node)), None))
+    got = answers(Warp(1.0), "L", 8, 200)
+    assert sum(g != w for g, w in zip(got, want, strict=True)) > 20
 
 
 def test_negative_control_accepting_every_draft_under_the_gumbel_rule_fails_the_chi_square_test(monkeypatch):
