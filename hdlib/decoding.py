@@ -267,6 +267,9 @@ def generate(
         prompt_ids = lm.encode_prompt(prompt, chat=chat, prompt_format=prompt_format)
     else:
         prompt_ids = list(prompt)
+    # Before the tiers are opened (a database may be built) and the forward time measured: a prompt
+    # too long is said at once.
+    check_prompt(prompt_ids, context_length(lm.model))
     drafter = Drafter([make_tier(t, lm) for t in parse_tiers(tiers)])
     if not drafter.tiers:
         policy: BudgetPolicy = FixedBudget(0)

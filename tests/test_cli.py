@@ -56,7 +56,15 @@ def test_unknown_model(capsys, offline):
     fails(capsys, ["generate", "--prompt", "hi", "--model", "no-such-org/no-such-model"], "cannot load model")
 
 
-def test_prompt_longer_than_the_context(capsys, tmp_path):
+def test_prompt_longer_than_the_context(capsys, tmp_path, monkeypatch):
+    """Said before any tier is opened (a database may have to be built) or the forward time measured."""
+    import hdlib.decoding
+
+    def too_late(*args, **kwargs):
+        raise AssertionError("the prompt was checked after the tiers were opened")
+
+    monkeypatch.setattr(hdlib.decoding, "make_tier", too_late)
+    monkeypatch.setattr(hdlib.decoding, "load_or_measure", too_late)
     folder = save_tiny(tmp_path / "m")
     fails(capsys, ["generate", "--prompt", "hello " * 600, "--model", str(folder)], "context holds 512")
 
