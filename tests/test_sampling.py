@@ -193,13 +193,14 @@ def answers(
     n_new: int = N_NEW,
     eos: int | None = None,
     rule: str = "gumbel",
+    first: int = 0,
 ) -> list[tuple[int, ...]]:
-    """The answers for seeds 0 to n-1. `budget` "value": the value-ranked tree on a flat forward
-    profile (it learns across steps)."""
+    """The answers for seeds `first` to n-1. `budget` "value": the value-ranked tree on a flat
+    forward profile (it learns across steps)."""
     make = {"C": lambda: ContextTier(), "L": lambda: LikelyTier(warp, n_new)}
     got_all: list[tuple[int, ...]] = []
     accepted_drafts = 0
-    for seed in range(n):
+    for seed in range(first, n):
         drafter = Drafter([make[c]() for c in tiers])
         settings = DecodeSettings(n_new, warp.temperature, warp.top_p, warp.top_k, seed=seed, sampling_rule=rule)
         policy = ValueTree(flat_profile(), candidates=8) if budget == "value" else FixedBudget(budget)
@@ -215,9 +216,16 @@ def sample_answers(warp: Warp, tiers: str, budget: int | str, n: int, **options)
     return Counter(answers(warp, tiers, budget, n, **options))
 
 
-# Plain sampling's answers, seed by seed: drawn once per setting, for the chi-square test and for the
-# HD answers that must equal them.
-plain_answers = functools.cache(lambda warp, n, n_new=N_NEW, eos=None: answers(warp, "", 0, n, n_new, eos))
+PLAIN: dict[tuple, list[tuple[int, ...]]] = {}  # (warp, n_new, eos) -> the answers of seeds 0, 1, ...
+
+
+def plain_answers(warp: Warp, n: int, n_new: int = N_NEW, eos: int | None = None) -> list[tuple[int, ...]]:
+    """Plain sampling's answers for seeds 0 to n-1, each seed drawn once per setting: for the
+    chi-square test, and for the HD answers that must equal them."""
+    drawn = PLAIN.setdefault((warp, n_new, eos), [])
+    if len(drawn) < n:
+        drawn += answers(warp, "", 0, n, n_new, eos, first=len(drawn))
+    return drawn[:n]
 
 
 CASES = [
@@ -250,7 +258,7 @@ def test_hd_samples_follow_the_exact_distribution(warp, tiers, budget, rule):
 @pytest.mark.parametrize(("warp", "tiers", "budget"), [c for c in CASES if c.values[1]])
 def test_hd_samples_under_the_gumbel_rule_are_plain_samples_seed_by_seed(warp, tiers, budget):
     n = 600
-    want = plain_answers(warp, 3000 if warp == Warp(1.0) else n)[:n]  # the chi-square test's, where it drew them
+    want = plain_answers(warp, n)
     got = answers(warp, tiers, budget, n)
     assert [seed for seed in range(n) if got[seed] != want[seed]] == []
 
@@ -304,7 +312,7 @@ def test_negative_control_noise_shared_by_every_position_fails_the_chi_square_te
 
 def test_negative_control_accepting_every_draft_under_the_gumbel_rule_is_not_plain_sampling(monkeypatch):
     """The seed-by-seed comparison catches a rule that keeps drafts the position's sample is not."""
-    want = plain_answers(Warp(1.0), 3000)[:200]
+    want = plain_answers(Warp(1.0), 200)
     monkeypatch.setattr(hdlib.sampling.DraftTree, "child", lambda tree, node, token: next(iter(tree.children(node)), None))
     got = answers(Warp(1.0), "L", 8, 200)
     assert sum(g != w for g, w in zip(got, want, strict=True)) > 20
