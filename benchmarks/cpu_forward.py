@@ -1,7 +1,7 @@
 """The CPU forward pass with and without oneDNN-prepacked linear layers (hdlib.cpu), side by side.
 
 The packaged model is loaded three times (prepack none, head, all). In rounds, each copy's forward
-time over k = 1..32 new tokens after 256 cached ones is measured (hdlib.profile.measure_forward), and
+time at k = 1 to 32 new tokens (KS) after 256 cached ones is measured (hdlib.profile.measure_forward), and
 plain greedy decoding of the project's prompts (64 new tokens) is timed; the medians over the rounds
 are kept. Greedy outputs are compared with the unpacked model's.
 
@@ -39,7 +39,7 @@ def main() -> None:
     outputs: dict[str, list[list[int]]] = {}
     for r in range(args.rounds):
         for mode, lm in models.items():
-            profile = measure_forward(lm.model, 256, max(KS), repeats=3, progress=False)
+            profile = measure_forward(lm.model, 256, max(KS), repeats=3, progress=False, ks=KS)
             forward[mode].append([1e3 * profile.seconds[k - 1] for k in KS])
             start, tokens, answers = time.perf_counter(), 0, []
             for prompt in prompts:

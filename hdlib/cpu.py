@@ -9,8 +9,11 @@ every layer took an AMD EPYC (Zen 5, AVX-512) from forward(1/4/16) = 40/47/65 ms
 to 28/28/37 ms and plain decoding from 16.4 to 24.5 tokens/s; on an AVX-512 Xeon it changed nothing
 beyond noise (each layer kept the default kernel where that was faster). So each prepacked layer
 keeps both weights and runs, for each row count up to 16, the kernel that was faster when both were
-timed on this machine as the model loaded: once per layer shape, as layers of one shape run the same
-kernels (SmolLM2's 211 layers have 6 shapes). `load_model` prepacks every linear layer
+timed on this machine: once per layer shape, as layers of one shape run the same kernels (SmolLM2's
+211 layers have 6 shapes). The choices are kept in the cache (`kernels/`, one file per processor,
+vector extensions, thread count, torch version and dtype), so a model loads without timing again
+(timing took some 4 s on a 2-core EPYC) and every load of it runs the same kernels; delete the file
+to time them again. `load_model` prepacks every linear layer
 by default on the CPU in float32 (`prepack="all"`); "head" does the output layer only, "none" none.
 The numbers are in benchmarks/cpu_forward*.json; `benchmarks/cpu_forward.py` measures a machine.
 
@@ -21,14 +24,19 @@ and plain decoding run the same layers, so the output stays identical between th
 
 from __future__ import annotations
 
+import hashlib
+import json
 import platform
 import statistics
 import time
+from pathlib import Path
 
 import torch
 from torch import nn
 
 from hdlib.errors import HDError
+from hdlib.paths import cache_dir
+from hdlib.store import write_text_atomic
 
 PREPACK_CHOICES = ("none", "head", "all")
 DEFAULT_PREPACK = "all"  # each layer still runs the default kernel at the row counts where that is faster
@@ -100,15 +108,19 @@ def prepack(model: nn.Module, which: str = DEFAULT_PREPACK) -> str:
     head = model.get_output_embeddings()
     if not isinstance(head, nn.Linear):
         return "none"
-    # Layers of one shape run the same kernels: each shape is timed once (SmolLM2: 211 layers, 6 shapes).
-    chosen: dict[tuple[int, int, bool], list[bool]] = {}
+    # Layers of one shape run the same kernels: each shape is timed once (SmolLM2: 211 layers, 6 shapes),
+    # and its choice kept for the next load on this machine.
+    path = kernel_choices_path(head.weight.dtype)
+    chosen = _read_choices(path)
+    timed = False
 
     def twin(linear: nn.Linear) -> PrepackedLinear:
+        nonlocal timed
         layer = PrepackedLinear(linear, calibrate=False)
-        shape = (linear.in_features, linear.out_features, linear.bias is not None)
+        shape = f"{linear.in_features}x{linear.out_features}{'+bias' if linear.bias is not None else ''}"
         if shape not in chosen:
             layer.calibrate()
-            chosen[shape] = layer.packed_rows
+            chosen[shape], timed = layer.packed_rows, True
         layer.packed_rows = list(chosen[shape])
         return layer
 
@@ -118,7 +130,33 @@ def prepack(model: nn.Module, which: str = DEFAULT_PREPACK) -> str:
                 if isinstance(child, nn.Linear) and child is not head:
                     setattr(module, name, twin(child))
     model.set_output_embeddings(twin(head))
+    if timed:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            write_text_atomic(path, json.dumps({"machine": describe_machine(), "packed_rows": chosen}))
+        except OSError:
+            pass  # a read-only cache: the choices are timed again at the next load
     return which
+
+
+def kernel_choices_path(dtype: torch.dtype) -> Path:
+    """Where this machine's kernel choices are kept: the processor, its vector extensions, the
+    threads and torch's version decide which kernel is faster."""
+    machine = describe_machine()
+    key = json.dumps([machine["cpu"], machine["vector_flags"], machine["threads"], machine["torch"], str(dtype)])
+    return cache_dir() / "kernels" / f"{hashlib.sha256(key.encode()).hexdigest()[:16]}.json"
+
+
+def _read_choices(path: Path) -> dict[str, list[bool]]:
+    """The kept choices, {"in x out[+bias]": packed or not for 0..CALIBRATED_ROWS rows}; {} where there
+    are none or the file is damaged (then they are timed again)."""
+    try:
+        rows = json.loads(path.read_text())["packed_rows"]
+        if all(len(v) == CALIBRATED_ROWS + 1 and all(isinstance(b, bool) for b in v) for v in rows.values()):
+            return dict(rows)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        pass
+    return {}
 
 
 def describe_machine() -> dict[str, object]:

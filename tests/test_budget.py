@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from tiny import tiny_llama
 
 from hdlib.budget import AdaptiveBudget, FixedBudget, ForwardProfile
 from hdlib.errors import HDError
@@ -73,3 +74,25 @@ def test_failed_probes_back_off_and_come_back_when_drafts_pay_again():
     assert 0 < len(probes) <= 360 // 32  # backed off to one probe per 32..64 steps, never to none
     drive(policy, drafted=10, accepted=10, steps=80)  # the text turns repetitive
     assert policy.history[-16:].count(0) <= 4  # found within one probe wait, then drafting every step
+
+
+def test_the_forward_profile_times_a_grid_of_k_and_interpolates_between(monkeypatch):
+    """Every k up to 16, then every fourth and the last; the k between lie on the line between."""
+    import hdlib.profile
+
+    timed = []
+
+    def time_pass(verifier, tokens, past_len):
+        timed.append(len(tokens))
+        return 0.010 + 0.001 * len(tokens) + (0.005 if len(tokens) >= 4 else 0)  # a step at 4 rows
+
+    monkeypatch.setattr(hdlib.profile, "time_pass", time_pass)
+    profile = hdlib.profile.measure_forward(tiny_llama(), context_len=4, max_k=30, repeats=1, progress=False)
+    grid = [*range(1, 17), 20, 24, 28, 30]
+    assert hdlib.profile.measured_ks(30) == grid and sorted(set(timed)) == grid
+    assert len(profile.seconds) == 30
+    for k in grid:
+        assert profile.seconds[k - 1] == pytest.approx(0.015 + 0.001 * k if k >= 4 else 0.010 + 0.001 * k)
+    assert profile.seconds[21] == pytest.approx((profile.seconds[19] + profile.seconds[23]) / 2)  # k = 22
+    with pytest.raises(HDError, match="ks must hold both"):
+        hdlib.profile.measure_forward(tiny_llama(), context_len=4, max_k=30, ks=[1, 8], progress=False)

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
 from tiny import tiny_llama
 
-from hdlib.cpu import CALIBRATED_ROWS, PrepackedLinear, describe_machine, prepack
+from hdlib.cpu import CALIBRATED_ROWS, PrepackedLinear, describe_machine, kernel_choices_path, prepack
 from hdlib.decoding import DecodeSettings, run
 from hdlib.errors import HDError
 from hdlib.models import load_model
@@ -44,23 +46,57 @@ def test_decoding_with_prepacked_layers_equals_decoding_without(which):
     assert run(model, prompt, None, DecodeSettings(max_new_tokens=30)).tokens == want
 
 
-def test_each_layer_shape_is_timed_once_and_its_choice_serves_every_layer_of_it(monkeypatch):
-    timed = []
+@pytest.fixture
+def timed(monkeypatch, tmp_path):
+    """The layer shapes timed (calibrated) from here on, with a cache of kernel choices of our own."""
+    monkeypatch.setenv("HDLIB_CACHE", str(tmp_path / "cache"))
+    shapes = []
     original = PrepackedLinear.calibrate
 
     def calibrate(self, repeats=5):
-        timed.append((self.in_features, self.out_features))
+        shapes.append((self.in_features, self.out_features))
         original(self, repeats)
 
     monkeypatch.setattr(PrepackedLinear, "calibrate", calibrate)
+    return shapes
+
+
+def packed_layers(model):
+    return [m for m in model.modules() if isinstance(m, PrepackedLinear)]
+
+
+def test_each_layer_shape_is_timed_once_and_its_choice_serves_every_layer_of_it(timed):
     model = tiny_llama()
     prepack(model, "all")
-    layers = [m for m in model.modules() if isinstance(m, PrepackedLinear)]
+    layers = packed_layers(model)
     shapes = {(m.in_features, m.out_features) for m in layers}
     assert sorted(timed) == sorted(shapes) and len(layers) > len(shapes)  # one timing per shape
     for m in layers:
         first = next(f for f in layers if (f.in_features, f.out_features) == (m.in_features, m.out_features))
         assert m.packed_rows == first.packed_rows and (m is first or m.packed_rows is not first.packed_rows)
+
+
+def test_the_kernel_choices_are_kept_for_the_next_load_on_this_machine(timed, monkeypatch):
+    first = tiny_llama()
+    prepack(first, "all")
+    path = kernel_choices_path(torch.float32)
+    assert path.is_file() and timed
+    # Choices that timing would rarely make, to see that the next load takes them from the file.
+    data = json.loads(path.read_text())
+    data["packed_rows"] = {shape: [i % 2 == 0 for i in range(CALIBRATED_ROWS + 1)] for shape in data["packed_rows"]}
+    path.write_text(json.dumps(data))
+    timed.clear()
+    again = tiny_llama()
+    prepack(again, "all")
+    assert not timed
+    assert all(m.packed_rows == [i % 2 == 0 for i in range(CALIBRATED_ROWS + 1)] for m in packed_layers(again))
+
+    path.write_text("{not json")  # a damaged file: timed again, and written anew
+    prepack(tiny_llama(), "all")
+    assert timed and json.loads(path.read_text())["packed_rows"]
+
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 97)  # another thread count: its own choices
+    assert kernel_choices_path(torch.float32) != path
 
 
 def test_prepacking_is_skipped_where_it_does_not_apply_and_refused_when_unknown(tmp_path):
