@@ -17,8 +17,8 @@ PACKAGE = Path(__file__).resolve().parent.parent / "hdlib"
 
 LAYERS: list[tuple[str, ...]] = [
     ("errors", "paths"),  # no hdlib imports at all
-    ("store", "cpu", "suffix", "ngram", "sharegpt", "specbench"),  # files, indexes, data sources
-    ("corpus",),
+    ("store", "suffix", "ngram", "sharegpt", "specbench"),  # files, indexes, data sources
+    ("corpus", "cpu"),  # a corpus tokenized; the CPU's prepacked layers, their kernel choices kept
     ("tiers.base",),  # the tier interface and the tiers' names
     ("tiers.recycling",),
     ("tiers.context", "tiers.model", "tiers.statistics"),
