@@ -1,0 +1,75 @@
+"""What the greedy acceptance phase spends its time on, at budget 64 (65 tree rows), on the CPU.
+
+    python benchmarks/accept_phase.py [--rows 65] [--vocab 49152] [--out benchmarks/accept_phase.json]
+
+`Verifier.accept` computes, for every row of the (rows, vocabulary) logits, the model's 8 most
+likely next tokens (`top_tokens`) and their probabilities, which need the softmax's normalizer over
+the whole vocabulary. This times the parts side by side, in rounds, on random logits of SmolLM2's
+shape: `model_choices` whole, `top_tokens`, the softmax, and other ways to get the normalizer (the
+log-sum-exp, one exp-and-sum pass into a buffer kept between calls); the median of the rounds is
+kept, with the machine. It shows which part of the phase no rearrangement of torch calls removes:
+every way to the normalizer computes an exponential of every logit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from hdlib.cpu import describe_machine  # noqa: E402
+from hdlib.verifier import model_choices, top_tokens  # noqa: E402
+
+
+def median_ms(call, repeats: int = 50, rounds: int = 5) -> float:
+    call()
+    per_round = []
+    for _ in range(rounds):
+        start = time.perf_counter()
+        for _ in range(repeats):
+            call()
+        per_round.append((time.perf_counter() - start) / repeats * 1e3)
+    return statistics.median(per_round)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=65)
+    parser.add_argument("--vocab", type=int, default=49152)
+    parser.add_argument("--out", default="benchmarks/accept_phase.json")
+    args = parser.parse_args()
+    logits = torch.randn(args.rows, args.vocab, generator=torch.Generator().manual_seed(0)) * 4
+    values, _ = top_tokens(logits, 8)
+    best = values[:, :1]
+    buffer = torch.empty_like(logits)
+    parts = {
+        "model_choices (top 8, their probabilities)": lambda: model_choices(logits, 8),
+        "top_tokens (top 8, blocked)": lambda: top_tokens(logits, 8),
+        "softmax": lambda: torch.softmax(logits, -1),
+        "softmax into a kept buffer": lambda: torch.softmax(logits, -1, out=buffer),
+        "logsumexp": lambda: torch.logsumexp(logits, -1),
+        "exp(x - max) summed, into a kept buffer": lambda: torch.sub(logits, best, out=buffer).exp_().sum(-1),
+        "amax (one read of the logits)": lambda: logits.amax(-1),
+    }
+    with torch.inference_mode():
+        ms = {name: round(median_ms(call), 3) for name, call in parts.items()}
+    for name, value in ms.items():
+        print(f"{value:7.3f} ms  {name}")
+    result = {
+        "what": "the greedy acceptance phase's parts on (rows, vocab) float32 logits, median ms of 5 rounds of 50",
+        "command": "python " + " ".join(sys.argv),
+        "machine": describe_machine(),
+        "shape": [args.rows, args.vocab],
+        "ms": ms,
+    }
+    Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
