@@ -22,7 +22,7 @@ from tqdm.auto import tqdm
 from transformers import PreTrainedModel
 
 from hdlib.budget import MAX_BUDGET, ForwardProfile
-from hdlib.cpu import describe_machine
+from hdlib.cpu import CALIBRATED_ROWS, describe_machine
 from hdlib.errors import HDError
 from hdlib.paths import cache_dir
 from hdlib.store import write_text_atomic
@@ -70,7 +70,7 @@ def time_pass(verifier: Verifier, tokens: list[int], past_len: int) -> float:
     return elapsed
 
 
-DENSE_UP_TO = 16  # CPU kernels change with the row count here: every k is measured
+DENSE_UP_TO = CALIBRATED_ROWS  # the prepacked layers choose their kernel per row count up to here: every k is measured
 STRIDE = 4  # beyond it, every fourth k; forward time grows smoothly there and is interpolated
 
 
@@ -93,7 +93,7 @@ def measure_forward(
     if max_k < 1 or context_len < 1:
         raise HDError("measure_forward needs max_k >= 1 and context_len >= 1")
     ks = measured_ks(max_k) if ks is None else sorted(set(ks))
-    if ks[0] != 1 or ks[-1] != max_k:
+    if not ks or ks[0] != 1 or ks[-1] != max_k:
         raise HDError(f"measure_forward times k from 1 to max_k = {max_k}: ks must hold both, got {ks}")
     verifier = Verifier(model)
     gen = torch.Generator().manual_seed(0)
