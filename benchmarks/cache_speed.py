@@ -35,7 +35,16 @@ from hdlib.models import LoadedModel, load_model
 from hdlib.store import write_text_atomic
 from hdlib.tiers import Tier
 from hdlib.tree import DraftTree, tree_buffers
-from hdlib.verifier import CACHE_KINDS, AttentionLayout, Verifier, compact_cache, new_cache, prefill, tree_logits
+from hdlib.verifier import (
+    CACHE_KINDS,
+    AttentionLayout,
+    Verifier,
+    compact_cache,
+    layer_count,
+    new_cache,
+    prefill,
+    tree_logits,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 METHODS = {"plain": ((), None), "hd16": (None, 16), "hd64": (None, 64)}  # tiers (None: the default), budget
@@ -84,7 +93,7 @@ def time_passes(lm: LoadedModel, repeats: int) -> list[dict]:
     rows = []
     for context in PASS_CONTEXTS:
         tokens = torch.randint(100, 40000, (context,), generator=gen).tolist()
-        caches = {kind: new_cache(kind, lm.context_length) for kind in CACHE_KINDS}
+        caches = {kind: new_cache(kind, lm.context_length, layer_count(lm.model)) for kind in CACHE_KINDS}
         with torch.inference_mode():
             for cache in caches.values():
                 prefill(model, tokens, cache)

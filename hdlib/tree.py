@@ -9,7 +9,6 @@ added, so a parent always comes before its children and the order is the drafter
     input_ids        (N,)        the node tokens
     position_ids     (N,)        past_len + depth: siblings share a position
     ancestors        (N, N)      bool, node i may attend to node j (j is i or an ancestor of i)
-    retrieve_indices (P, D + 1)  every root-to-leaf path as node indices, padded with -1
 
 It is a pure function with an explicit device, so a notebook can draw the mask on the CPU.
 """
@@ -151,7 +150,6 @@ class TreeBuffers:
     input_ids: torch.Tensor  # (N,) long
     position_ids: torch.Tensor  # (N,) long
     ancestors: torch.Tensor  # (N, N) bool
-    retrieve_indices: torch.Tensor  # (P, D + 1) long, -1 padded
 
 
 def ancestor_matrix(parents: Sequence[int]) -> np.ndarray:
@@ -167,27 +165,20 @@ def ancestor_matrix(parents: Sequence[int]) -> np.ndarray:
 
 def tree_buffers(tree: DraftTree, past_len: int, device: torch.device | str) -> TreeBuffers:
     """The trie's tensors on `device`, built on the host and copied in one transfer (pinned and
-    asynchronous on CUDA): the four are views of one int64 buffer there."""
+    asynchronous on CUDA): the three are views of one int64 buffer there."""
     n = len(tree)
-    paths = [tree.path_to(leaf) for leaf in tree.leaves()]
-    width = max(len(p) for p in paths)
-    packed = np.full(2 * n + len(paths) * width + n * n, -1, dtype=np.int64)
+    packed = np.empty(2 * n + n * n, dtype=np.int64)
     packed[:n] = tree.tokens
     packed[n : 2 * n] = np.asarray(tree.depths, dtype=np.int64) + past_len
-    retrieve = packed[2 * n : 2 * n + len(paths) * width].reshape(len(paths), width)
-    for row, path in enumerate(paths):
-        retrieve[row, : len(path)] = path
-    packed[2 * n + len(paths) * width :] = ancestor_matrix(tree.parents).reshape(-1)
+    packed[2 * n :] = ancestor_matrix(tree.parents).reshape(-1)
     host = torch.from_numpy(packed)
     device = torch.device(device)
     if device.type == "cuda":
         on_device = host.pin_memory().to(device, non_blocking=True)
     else:
         on_device = host.to(device)
-    end = 2 * n + len(paths) * width
     return TreeBuffers(
         input_ids=on_device[:n],
         position_ids=on_device[n : 2 * n],
-        ancestors=on_device[end:].view(n, n).bool(),
-        retrieve_indices=on_device[2 * n : end].view(len(paths), width),
+        ancestors=on_device[2 * n :].view(n, n).bool(),
     )

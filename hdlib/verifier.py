@@ -36,6 +36,7 @@ from __future__ import annotations
 import functools
 import inspect
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -92,6 +93,13 @@ def vocabulary_size(model: PreTrainedModel) -> int:
     config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
     logits = getattr(config, "vocab_size", None)
     return min(rows, int(logits)) if logits else rows
+
+
+def layer_count(model: PreTrainedModel) -> int | None:
+    """The model's decoder layers, when its config says."""
+    config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
+    n = getattr(config, "num_hidden_layers", None)
+    return int(n) if n else None
 
 
 def context_length(model: PreTrainedModel) -> int | None:
@@ -159,12 +167,13 @@ CACHE_KINDS: tuple[CacheKind, ...] = ("own", "dynamic")
 DEFAULT_CACHE: CacheKind = "own"  # measured at least as fast as DynamicCache: benchmarks/cache_speed.json
 
 
-def new_cache(kind: CacheKind = DEFAULT_CACHE, max_len: int | None = None) -> Cache:
+def new_cache(kind: CacheKind = DEFAULT_CACHE, max_len: int | None = None, layers: int | None = None) -> Cache:
     """An empty KV cache with full-length layers everywhere (see the module docstring): hdlib's
-    `TreeCache` ("own"; `max_len`, the model's context length, bounds its growth), or transformers'
-    `DynamicCache` ("dynamic", built without a config on purpose, so no layer slides)."""
+    `TreeCache` ("own"; `max_len`, the model's context length, bounds its growth; `layers`, the
+    model's layer count, lets it stack them), or transformers' `DynamicCache` ("dynamic", built
+    without a config on purpose, so no layer slides)."""
     if kind == "own":
-        return TreeCache(max_len)
+        return TreeCache(max_len, layers)
     if kind == "dynamic":
         return DynamicCache()
     raise HDError(f"unknown cache {kind!r}; choose one of {', '.join(CACHE_KINDS)}")
@@ -191,10 +200,12 @@ def tree_logits(
     return _forward(model, cache, past_len, n, **inputs).logits[0]
 
 
-def model_choices(logits: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def model_choices(
+    logits: torch.Tensor, k: int, out: torch.Tensor | None = None
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """The model's most likely tokens after each row of (N, V) `logits`, on the logits' device: (N, K)
     token ids best first, their probabilities (float32 softmax), and (N,) whether the two best are
-    tied, K = max(k, 2).
+    tied, K = max(k, 2). `out`, a float32 (N, V) tensor, takes the softmax (see `SoftmaxBuffer`).
 
     Column 0 is the greedy choice: the token acceptance compares the drafts with, the step's records
     and the recycled guesses all come from this one computation. Where no row is tied it is the
@@ -203,8 +214,24 @@ def model_choices(logits: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Ten
     """
     values, indices = top_tokens(logits, max(k, 2))
     # softmax, then the K picked: on a CPU logsumexp over the vocabulary costs several softmaxes
-    probs = torch.softmax(logits, dim=-1, dtype=torch.float32).gather(1, indices)
+    probs = torch.softmax(logits, dim=-1, dtype=torch.float32, out=out).gather(1, indices)
     return indices, probs, values[:, 0] == values[:, 1]
+
+
+class SoftmaxBuffer:
+    """A float32 (N, V) tensor for `model_choices`' softmax, kept from step to step and grown as
+    needed. On a CPU a fresh 12.8 MB tensor each step (65 x 49,152) is new pages each time: 0.6 ms
+    a step of page faults on the 2-core EPYC, more than a third of the softmax itself."""
+
+    def __init__(self) -> None:
+        self._flat: torch.Tensor | None = None
+
+    def like(self, logits: torch.Tensor) -> torch.Tensor:
+        n, v = logits.shape
+        flat = self._flat
+        if flat is None or flat.numel() < n * v or flat.device != logits.device:
+            flat = self._flat = torch.empty(n * v, dtype=torch.float32, device=logits.device)
+        return flat[: n * v].view(n, v)
 
 
 TOP_BLOCK = 64  # vocabulary entries per block in `top_tokens`
@@ -245,30 +272,14 @@ def settle_ties(logits: torch.Tensor, indices: torch.Tensor) -> torch.Tensor:
     return indices
 
 
-def greedy_outcome(input_ids: torch.Tensor, retrieve_indices: torch.Tensor, predictions: torch.Tensor) -> torch.Tensor:
-    """The longest root path whose every draft token is the model's argmax, computed on the device.
-
-    input_ids (N,), retrieve_indices (P, D + 1), predictions (N,) the argmax after each node.
-    Returns (D + 2,): the number of accepted drafts L, then the chosen path's row of node indices
-    (its first L + 1 are the accepted path, root first). Nothing is read back here.
-    """
-    nodes = retrieve_indices.clamp(min=0)  # (P, D + 1); padding is masked below
-    drafted = input_ids[nodes[:, 1:]]  # (P, D)
-    expected = predictions[nodes[:, :-1]]  # (P, D)
-    ok = (drafted == expected) & (retrieve_indices[:, 1:] >= 0)
-    lengths = ok.to(torch.int32).cumprod(dim=1).sum(dim=1)  # (P,)
-    best = lengths.argmax()  # the first longest: paths are in the drafter's order
-    return torch.cat([lengths[best].reshape(1).to(nodes.dtype), nodes[best]])
-
-
-def greedy_accept(
-    input_ids: torch.Tensor, retrieve_indices: torch.Tensor, predictions: torch.Tensor
-) -> tuple[list[int], int]:
-    """`greedy_outcome` read back: the accepted node indices (root first) and the model's token after
-    the last of them."""
-    length, *row = greedy_outcome(input_ids, retrieve_indices, predictions).tolist()
-    path = row[: length + 1]
-    return path, int(predictions[path[-1]])
+def greedy_path(tree: DraftTree, choices: Sequence[int]) -> list[int]:
+    """The accepted nodes, root first: from the root, the child whose token is the model's choice
+    after its parent, as long as there is one (a trie has at most one child per token, so this is
+    the longest root path whose every draft token is the model's choice)."""
+    path = [0]
+    while (child := tree.child(path[-1], choices[path[-1]])) is not None:
+        path.append(child)
+    return path
 
 
 @torch.inference_mode()
@@ -340,8 +351,9 @@ class Verifier:
         self.vocab_size = vocabulary_size(model)
         self.device = model.device
         self.layout = AttentionLayout.of(model)
-        self.cache = new_cache(cache, context_length(model))
+        self.cache = new_cache(cache, context_length(model), layer_count(model))
         self.sampler = sampler
+        self.softmax = SoftmaxBuffer()
 
     def sync(self) -> None:
         synchronize(self.device)
@@ -362,16 +374,27 @@ class Verifier:
         compact_cache(self.cache, past_len, keep)
 
     @staticmethod
-    def _read_greedy(
-        scored: Scored, indices: torch.Tensor, probs: torch.Tensor, tied: torch.Tensor | None
-    ) -> list[int]:
-        """The greedy outcome and the choices, in one read from the device: [any row tied, accepted
-        drafts L, the chosen path's node row, the (N, K) token ids, the (N, K) probabilities as
-        float32 bit patterns]. `tied` None: ties already settled."""
-        outcome = greedy_outcome(scored.buffers.input_ids, scored.buffers.retrieve_indices, indices[:, 0])
-        flag = tied.any().reshape(1).to(torch.int64) if tied is not None else outcome.new_zeros(1)
-        bits = probs.reshape(-1).view(torch.int32).to(torch.int64)
-        return torch.cat([flag, outcome, indices.reshape(-1), bits]).tolist()
+    def _read_choices(
+        logits: torch.Tensor, indices: torch.Tensor, probs: torch.Tensor, tied: torch.Tensor, k: int
+    ) -> tuple[list[list[int]], list[list[float]]]:
+        """The first `k` choices after every node and their probabilities, in one read from the device:
+        [any row tied, the (N, K) token ids, the (N, K) probabilities as float32 bit patterns], as
+        int32. A tie at the top somewhere (rare) puts the argmax first (`settle_ties`) and reads again."""
+        n, width = indices.shape
+        packed = torch.cat(
+            [
+                tied.any().reshape(1).to(torch.int32),
+                indices.reshape(-1).to(torch.int32),
+                probs.reshape(-1).view(torch.int32),
+            ]
+        ).tolist()
+        if packed[0]:
+            settled = settle_ties(logits, indices)
+            packed = [0, *settled.reshape(-1).to(torch.int32).tolist(), *packed[1 + n * width :]]
+        ids = packed[1 : 1 + n * width]
+        floats = np.array(packed[1 + n * width :], dtype=np.int32).view(np.float32).tolist()
+        rows = range(0, n * width, width)
+        return [ids[r : r + k] for r in rows], [floats[r : r + k] for r in rows]
 
     @torch.inference_mode()
     def verify(self, tree: DraftTree, past_len: int) -> Scored:
@@ -389,24 +412,18 @@ class Verifier:
         """The accepted path of a scored tree and the bonus token, with the model's most likely token
         after every node for the records (and its `successors` most likely, when asked for).
 
-        Greedy: the path is found on the device, and the path, the choices and their probabilities
-        come back in one read (token ids and float32 bit patterns in one int64 tensor): on a GPU
-        every read waits for the device. Sampling: the sampler's rule, which reads what it needs.
+        Greedy: the choices after every node and their probabilities come back in one read (token ids
+        and float32 bit patterns in one int32 tensor; on a GPU every read waits for the device), and
+        the path is walked on the host from them (`greedy_path`). Sampling: the sampler's rule, which
+        reads what it needs.
         """
         start = time.perf_counter()
         n, k = len(tree), max(successors, 1)
-        indices, probs, tied = model_choices(scored.logits, k)
+        indices, probs, tied = model_choices(scored.logits, k, self.softmax.like(scored.logits))
         trials: dict[int, float] = {}
         if self.sampler is None:
-            host = self._read_greedy(scored, indices, probs, tied)
-            if host[0]:  # a tie at the top somewhere: the argmax decides (rare; a second read)
-                host = self._read_greedy(scored, settle_ties(scored.logits, indices), probs, None)
-            width = indices.shape[1]
-            head = len(host) - n * width * 2
-            guesses = [host[head + i * width : head + i * width + k] for i in range(n)]
-            floats = np.array(host[head + n * width :], dtype=np.int64).astype(np.int32).view(np.float32).tolist()
-            guess_probs = [floats[i * width : i * width + k] for i in range(n)]
-            path = host[2 : host[1] + 3]
+            guesses, guess_probs = self._read_choices(scored.logits, indices, probs, tied, k)
+            path = greedy_path(tree, [g[0] for g in guesses])
             bonus = guesses[path[-1]][0]
         else:
             path, bonus = self.sampler.accept(tree, scored.logits, past_len, trials)

@@ -16,13 +16,13 @@ from tiny import VOCAB, tiny_gemma3, tiny_llama
 from hdlib import cache as cache_module
 from hdlib import decoding
 from hdlib.budget import FixedBudget
-from hdlib.cache import BLOCK, TreeCache, TreeLayer, grown_capacity
+from hdlib.cache import BLOCK, LayerStack, TreeCache, TreeLayer, grown_capacity
 from hdlib.decoding import DecodeSettings, run
 from hdlib.drafter import Drafter
 from hdlib.errors import HDError
 from hdlib.tiers import ContextTier, Tier
 from hdlib.tree import DraftTree, tree_buffers
-from hdlib.verifier import AttentionLayout, Verifier, compact_cache, new_cache, prefill, tree_logits
+from hdlib.verifier import AttentionLayout, Verifier, compact_cache, layer_count, new_cache, prefill, tree_logits
 
 MODELS = {"llama": tiny_llama, "gemma3": tiny_gemma3}  # Gemma 3's window: 6 tokens
 
@@ -73,13 +73,46 @@ def test_compaction_uses_one_index_for_every_layer(monkeypatch):
         cache.update(slots(3, 6), slots(3, 6), layer)
     moves = []
     original = TreeLayer.move
-    monkeypatch.setattr(TreeLayer, "move", lambda self, index, start: moves.append(index) or original(self, index, start))
+    monkeypatch.setattr(
+        TreeLayer, "move", lambda self, index, start: moves.append(index) or original(self, index, start)
+    )
     cache.compact(3, [0, 1, 4])
     assert len(moves) == 4 and all(m is moves[0] for m in moves)  # made once, moved to the device once
     assert moves[0].tolist() == [3 + 4]  # the prefix already in place is not copied
     moves.clear()
     cache.compact(3, [0, 1])  # a chain along the first branch: nothing to move
     assert moves == [] and cache.get_seq_length() == 5
+
+
+def test_a_stack_compacts_its_layers_in_one_move_and_a_layer_of_another_shape_on_its_own(monkeypatch):
+    stacked, plain = TreeCache(layers=4), TreeCache()
+    for cache in (stacked, plain):
+        for layer in range(4):
+            shape = slots(3, 6) if layer != 2 else slots(3, 6)[..., :1].expand(1, 2, 9, 5).contiguous()  # layer 2: D 5
+            cache.update(shape * (layer + 1), -shape * (layer + 1), layer)
+    assert sorted(stacked.stack.members) == [0, 1, 3] and stacked.layers[2].stack is None
+    moves = {"stack": 0, "layer": 0}
+    original_stack, original_layer = LayerStack.move, TreeLayer.move
+    monkeypatch.setattr(
+        LayerStack, "move", lambda *a: moves.__setitem__("stack", moves["stack"] + 1) or original_stack(*a)
+    )
+    monkeypatch.setattr(
+        TreeLayer, "move", lambda *a: moves.__setitem__("layer", moves["layer"] + 1) or original_layer(*a)
+    )
+    stacked.compact(3, [0, 2, 5])
+    assert moves == {"stack": 1, "layer": 1}  # the stack at once, layer 2 on its own
+    plain.compact(3, [0, 2, 5])
+    for a, b in zip(stacked.layers, plain.layers, strict=True):
+        assert torch.equal(a.keys, b.keys) and torch.equal(a.values, b.values)
+    # Growing the stack keeps every layer's entries (the next pass needs more than its capacity).
+    more = stacked.layers[0].capacity
+    for cache in (stacked, plain):
+        for layer in range(4):
+            shape = torch.ones(1, 2, more, 3 if layer != 2 else 5)
+            cache.update(shape * layer, -shape * layer, layer)
+    assert stacked.stack.buffer.shape[4] == stacked.layers[0].capacity > more
+    for a, b in zip(stacked.layers, plain.layers, strict=True):
+        assert torch.equal(a.keys, b.keys) and torch.equal(a.values, b.values)
 
 
 def test_compaction_refuses_nodes_the_pass_did_not_hold():
@@ -133,15 +166,18 @@ def random_tree(rng: random.Random, root: int) -> DraftTree:
 
 @pytest.mark.parametrize("name", sorted(MODELS))
 @pytest.mark.parametrize("block", [4, BLOCK])
-def test_tree_passes_give_bit_identical_logits_with_either_cache(name, block, monkeypatch):
+@pytest.mark.parametrize("stacked", [True, False], ids=["stacked", "per-layer"])
+def test_tree_passes_give_bit_identical_logits_with_either_cache(name, block, stacked, monkeypatch):
     """Passes over random trees after a prompt longer than Gemma 3's window; each step keeps a random
-    root path (most of them not contiguous); block 4 makes the own cache grow every few steps."""
+    root path (most of them not contiguous); block 4 makes the own cache grow every few steps. The
+    own cache keeps its layers in one stack (as `Verifier` makes it) or each on its own."""
     monkeypatch.setattr(cache_module, "BLOCK", block)
     m = model(name)
     layout = AttentionLayout.of(m)
     rng = random.Random(3)
     context = [rng.randrange(3, VOCAB) for _ in range(23)]
-    caches = {kind: new_cache(kind, 64) for kind in ("own", "dynamic")}
+    caches = {kind: new_cache(kind, 64, layer_count(m) if stacked else None) for kind in ("own", "dynamic")}
+    assert (caches["own"].stack is not None) == stacked
     with torch.inference_mode():
         for cache in caches.values():
             prefill(m, context[:-1], cache)
@@ -162,6 +198,8 @@ def test_tree_passes_give_bit_identical_logits_with_either_cache(name, block, mo
     assert moved >= 4 and len(context) > 40
     if block == 4:
         assert caches["own"].layers[0].capacity > 32  # it grew
+    if stacked:
+        assert len(caches["own"].stack.members) == len(caches["own"].layers)
 
 
 def decode_with(kind: str, monkeypatch, *args, **kwargs):

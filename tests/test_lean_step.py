@@ -2,8 +2,9 @@
 
 On a GPU every read of a tensor's value (`item`, `tolist`, `cpu`, `numpy`, `int(t)`, `if t:`) waits
 for the device to finish the queued work. A greedy step may read at most twice; hdlib's reads once
-(the accepted path, the model's choices and their probabilities, in one transfer). Counted here on
-the CPU by a `TorchFunctionMode` that sees every such call, in the engine and in the model alike.
+(the model's choices after every node and their probabilities, in one transfer; the accepted path
+is walked from them on the host), twice where the two best tokens are tied. Counted here on the CPU
+by a `TorchFunctionMode` that sees every such call, in the engine and in the model alike.
 """
 
 from __future__ import annotations
@@ -17,11 +18,11 @@ from tiny import VOCAB, tiny_gemma3, tiny_llama
 from torch.overrides import TorchFunctionMode
 
 from hdlib.budget import FixedBudget, flat_profile
-from hdlib.decoding import DecodeSettings, Decoder, run
+from hdlib.decoding import Decoder, DecodeSettings, run
 from hdlib.drafter import Drafter
 from hdlib.tiers import ContextTier, ModelTier, Tier
 from hdlib.value import ValueTree
-from hdlib.verifier import greedy_accept, model_choices, settle_ties
+from hdlib.verifier import model_choices, settle_ties
 
 READS = frozenset({"item", "tolist", "cpu", "numpy", "__bool__", "__int__", "__float__", "__index__"})
 PROMPT = (5, 6, 7, 8, 9, 5, 6, 7, 8, 9, 5, 6, 7)
@@ -106,15 +107,6 @@ def test_choices_put_the_argmax_first_on_exact_ties():
         assert all(len(set(row)) == len(row) for row in settled.tolist())  # nothing repeated
         assert torch.all(probs[:, :-1] >= probs[:, 1:])  # still best first
         assert torch.allclose(probs, torch.softmax(logits, dim=-1).gather(1, settled))
-
-
-def test_greedy_accept_reads_the_chosen_path():
-    # root 0 -> 1 -> 2, root 0 -> 3: the model wants 11 after the root, 12 after node 1
-    input_ids = torch.tensor([10, 11, 12, 13])
-    retrieve = torch.tensor([[0, 1, 2], [0, 3, -1]])
-    predictions = torch.tensor([11, 12, 99, 14])
-    assert greedy_accept(input_ids, retrieve, predictions) == ([0, 1, 2], 99)
-    assert greedy_accept(input_ids, retrieve, torch.tensor([13, 0, 0, 14])) == ([0, 3], 14)
 
 
 def test_step_times_name_every_phase():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import random
 
 import pytest
@@ -12,7 +13,7 @@ from tiny import VOCAB, tiny_gemma3, tiny_llama
 
 from hdlib.tiers.base import Tier
 from hdlib.tree import DraftTree, ancestor_matrix, tree_buffers
-from hdlib.verifier import AttentionLayout, compact_cache, greedy_accept, new_cache, prefill, tree_logits
+from hdlib.verifier import AttentionLayout, compact_cache, greedy_path, new_cache, prefill, tree_logits
 
 drafts_strategy = st.lists(st.lists(st.integers(0, 5), min_size=1, max_size=6), max_size=8)
 
@@ -53,26 +54,25 @@ def test_buffers_match_brute_force(drafts, past_len):
         ancestors = set(tree.path_to(i))
         assert buf.position_ids[i] == past_len + len(ancestors) - 1
         assert {j for j in range(n) if buf.ancestors[i, j]} == ancestors
-    rows = {tuple(x for x in r if x >= 0) for r in buf.retrieve_indices.tolist()}
-    assert rows == {tuple(tree.path_to(leaf)) for leaf in range(n) if leaf not in tree.parents}
     assert (ancestor_matrix(tree.parents) == buf.ancestors.numpy()).all()
 
 
-def walk(tree: DraftTree, predictions: list[int]) -> tuple[list[int], int]:
-    node, path = 0, [0]
-    while (child := tree.child(node, predictions[node])) is not None:
-        node = child
-        path.append(node)
-    return path, predictions[node]
+def longest_matching_path(tree: DraftTree, predictions: list[int]) -> list[int]:
+    """Brute force: of all root-to-node paths whose every draft is the model's choice after its
+    parent, the longest."""
+    matching = [
+        path
+        for path in (tree.path_to(node) for node in range(len(tree)))
+        if all(tree.tokens[child] == predictions[parent] for parent, child in itertools.pairwise(path))
+    ]
+    return max(matching, key=len)
 
 
 @given(drafts_strategy, st.data())
-def test_greedy_accept_is_the_matching_walk(drafts, data):
+def test_greedy_path_is_the_longest_matching_path(drafts, data):
     tree = build(drafts)
     predictions = data.draw(st.lists(st.integers(0, 5), min_size=len(tree), max_size=len(tree)))
-    buf = tree_buffers(tree, 0, "cpu")
-    got = greedy_accept(buf.input_ids, buf.retrieve_indices, torch.tensor(predictions))
-    assert got == walk(tree, predictions)
+    assert greedy_path(tree, predictions) == longest_matching_path(tree, predictions)
 
 
 @pytest.mark.parametrize("build_model", [tiny_llama, tiny_gemma3])
