@@ -78,12 +78,13 @@ class Drafter:
             start = time.perf_counter()
             proposals = tier.propose(context, left)
             self.lookup_s[tier.tier] = time.perf_counter() - start
+            before = len(tree)
             for p in proposals:
-                if vocab_size is not None:
-                    _check_tokens(tier, p.tokens, vocab_size)
                 left -= tree.add(p.tokens, tier.tier, left, max_depth, p.key_length, p.source, p.confidence)
                 if left <= 0:
                     break
+            if vocab_size is not None:
+                _check_tokens(tier, tree.tokens[before:], vocab_size)  # what the model will read
         return tree
 
 

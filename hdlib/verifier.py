@@ -141,12 +141,14 @@ def tree_attention_mask(
     """(1, 1, N, past_len + N) additive mask: 0 where a node may look, the dtype's minimum elsewhere."""
     n = buffers.input_ids.shape[0]
     device = buffers.input_ids.device
+    mask = torch.zeros(n, past_len + n, dtype=dtype, device=device)
+    if sliding_window is None:  # every cached token is visible: only the tree's block is masked
+        mask[:, past_len:].masked_fill_(~buffers.ancestors, torch.finfo(dtype).min)
+        return mask[None, None]
     visible = torch.ones(n, past_len + n, dtype=torch.bool, device=device)
     visible[:, past_len:] = buffers.ancestors
-    if sliding_window is not None:
-        key_pos = torch.cat([torch.arange(past_len, device=device), buffers.position_ids])
-        visible &= buffers.position_ids[:, None] - key_pos[None, :] < sliding_window
-    mask = torch.zeros(n, past_len + n, dtype=dtype, device=device)
+    key_pos = torch.cat([torch.arange(past_len, device=device), buffers.position_ids])
+    visible &= buffers.position_ids[:, None] - key_pos[None, :] < sliding_window
     mask.masked_fill_(~visible, torch.finfo(dtype).min)
     return mask[None, None]
 
@@ -251,11 +253,16 @@ def top_tokens(logits: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor
     n, v = logits.shape
     if v % TOP_BLOCK or v < 4 * k * TOP_BLOCK:
         return logits.topk(k, dim=-1)
-    blocks = logits.view(n, v // TOP_BLOCK, TOP_BLOCK)
-    chosen = blocks.amax(dim=-1).topk(k, dim=-1).indices  # (N, k) the blocks that hold the k largest
-    candidates = blocks.gather(1, chosen[:, :, None].expand(n, k, TOP_BLOCK)).reshape(n, k * TOP_BLOCK)
-    values, where = candidates.topk(k, dim=-1)
-    return values, chosen.gather(1, where // TOP_BLOCK) * TOP_BLOCK + where % TOP_BLOCK
+    chosen = logits.view(n, v // TOP_BLOCK, TOP_BLOCK).amax(dim=-1).topk(k, dim=-1).indices  # (N, k) blocks
+    # The vocabulary ids of the chosen blocks' entries, (N, k * TOP_BLOCK); the k largest among them.
+    candidates = (chosen[:, :, None] * TOP_BLOCK + _block_offsets(logits.device)).view(n, k * TOP_BLOCK)
+    values, where = logits.gather(1, candidates).topk(k, dim=-1)
+    return values, candidates.gather(1, where)
+
+
+@functools.cache
+def _block_offsets(device: torch.device) -> torch.Tensor:
+    return torch.arange(TOP_BLOCK, device=device)
 
 
 def settle_ties(logits: torch.Tensor, indices: torch.Tensor) -> torch.Tensor:

@@ -22,7 +22,7 @@ from hdlib.decoding import Decoder, DecodeSettings, run
 from hdlib.drafter import Drafter
 from hdlib.tiers import ContextTier, ModelTier, Tier
 from hdlib.value import ValueTree
-from hdlib.verifier import model_choices, settle_ties
+from hdlib.verifier import TOP_BLOCK, SoftmaxBuffer, model_choices, settle_ties, top_tokens
 
 READS = frozenset({"item", "tolist", "cpu", "numpy", "__bool__", "__int__", "__float__", "__index__"})
 PROMPT = (5, 6, 7, 8, 9, 5, 6, 7, 8, 9, 5, 6, 7)
@@ -107,6 +107,38 @@ def test_choices_put_the_argmax_first_on_exact_ties():
         assert all(len(set(row)) == len(row) for row in settled.tolist())  # nothing repeated
         assert torch.all(probs[:, :-1] >= probs[:, 1:])  # still best first
         assert torch.allclose(probs, torch.softmax(logits, dim=-1).gather(1, settled))
+
+
+@pytest.mark.parametrize("k", [1, 2, 8])
+def test_the_blocked_top_tokens_are_topk(k):
+    """`top_tokens` looks only inside the k blocks with the largest maxima: the same values and
+    tokens as `topk` over the whole row, wherever the best tokens lie (spread over many blocks, all
+    in one block, or in the last), on a vocabulary large enough for the blocked search."""
+    gen = torch.Generator().manual_seed(k)
+    v = TOP_BLOCK * 100
+    logits = torch.randn(6, v, generator=gen)
+    logits[1, :k] += 10.0  # all in the first block
+    logits[2, v - k :] += 10.0  # all in the last
+    logits[3, torch.randperm(v, generator=gen)[:k]] += 10.0  # spread out
+    logits[4, ::TOP_BLOCK] += 10.0  # every block holds one of the many good ones
+    logits[5] = logits[5].round()  # many exact ties among the best
+    values, indices = top_tokens(logits, k)
+    want_values, want_indices = logits.topk(k, dim=-1)
+    assert torch.equal(values, want_values)
+    assert torch.equal(logits.gather(1, indices), values)  # the tokens hold those values
+    assert torch.equal(indices[:5], want_indices[:5])  # no ties there: the same tokens
+    assert all(len(set(row)) == k for row in indices.tolist())
+
+
+def test_the_softmax_buffer_gives_the_same_choices_and_is_kept():
+    logits = torch.randn(5, TOP_BLOCK * 40, generator=torch.Generator().manual_seed(0))
+    buffer = SoftmaxBuffer()
+    first = buffer.like(logits)
+    got = model_choices(logits, 4, first)
+    want = model_choices(logits, 4)
+    assert all(torch.equal(a, b) for a, b in zip(got, want, strict=True))
+    assert buffer.like(logits[:3]).data_ptr() == first.data_ptr()  # a smaller tree reuses it
+    assert buffer.like(torch.zeros(9, logits.shape[1])).shape == (9, logits.shape[1])  # a larger one grows it
 
 
 def test_step_times_name_every_phase():

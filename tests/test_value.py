@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 
 import numpy as np
 import pytest
@@ -32,7 +33,12 @@ SHORT = ForwardProfile((0.05, 0.06, 0.07, 0.08), 256, "short")  # measured up to
 STEEP = ForwardProfile(tuple(0.05 * (1 + 0.5 * k) for k in range(64)), 256, "steep")  # each token costs half a pass
 SURE = 1e9  # observations behind a prior rate that the estimate should equal
 
-trees = st.lists(st.tuples(st.lists(st.integers(0, 5), min_size=1, max_size=6), st.sampled_from([Tier.CONTEXT, Tier.MODEL, Tier.STATISTICS])))
+trees = st.lists(
+    st.tuples(
+        st.lists(st.integers(0, 5), min_size=1, max_size=6),
+        st.sampled_from([Tier.CONTEXT, Tier.MODEL, Tier.STATISTICS]),
+    )
+)
 
 
 def build(drafts) -> DraftTree:
@@ -46,7 +52,13 @@ def build(drafts) -> DraftTree:
 @given(drafts=trees, rates=st.lists(st.just(0.0) | st.floats(0.01, 1.0), min_size=3, max_size=3), steep=st.booleans())
 def test_the_kept_nodes_are_the_most_probable_and_closed_under_ancestors(drafts, rates, steep):
     tree = build(drafts)
-    model = AcceptanceModel({f"{t.name}/{part}/-1/-1": (r, SURE) for t, r in zip([Tier.CONTEXT, Tier.MODEL, Tier.STATISTICS], rates) for part in ("", "x")})
+    model = AcceptanceModel(
+        {
+            f"{t.name}/{part}/-1/-1": (r, SURE)
+            for t, r in zip([Tier.CONTEXT, Tier.MODEL, Tier.STATISTICS], rates)
+            for part in ("", "x")
+        }
+    )
     policy = ValueTree(STEEP if steep else FLAT)
     policy.model = model
     kept, estimates = policy.select(tree)
@@ -202,7 +214,9 @@ def test_bad_settings_are_refused():
 def test_recycled_successors_are_drafted_best_first_one_node_each():
     table = Successors(width=2)
     assert table.propose([5], budget=8) == []
-    table.observe(ModelGuesses([5, 6, 7], [-1, -1, -1], [[6, 8], [7, 9], [5, 6]], [[0.9, 0.05], [0.8, 0.1], [0.5, 0.4]]))
+    table.observe(
+        ModelGuesses([5, 6, 7], [-1, -1, -1], [[6, 8], [7, 9], [5, 6]], [[0.9, 0.05], [0.8, 0.1], [0.5, 0.4]])
+    )
     found = table.propose([5], budget=5, max_depth=3)
     paths = [p.tokens for p in found]
     assert paths[0] == (6,) and paths[1] == (6, 7)  # the top guess, then the top guess after it
@@ -211,6 +225,42 @@ def test_recycled_successors_are_drafted_best_first_one_node_each():
     assert all(len(p) <= 3 and q.source == "recycled" and q.key_length == 1 for p, q in zip(paths, found))
     table.observe(ModelGuesses([5], [-1], [[8, 6]], [[0.6, 0.3]]))  # newer guesses replace older ones
     assert table.propose([5], budget=1)[0].tokens == (8,)
+
+
+def every_path_best_first(table: Successors, context: list[int], budget: int, max_depth: int) -> list[tuple]:
+    """Brute force: every path through the table up to `max_depth` with the order of the entry its
+    last token came from and its probabilities, sorted by the product of those (best first; shorter
+    first among equal scores, which distinct random probabilities never give); the first `budget`."""
+    paths, frontier = [], [((), ())]
+    while frontier:
+        path, probs = frontier.pop()
+        if len(path) == max_depth:
+            continue
+        before, token = ((-1, *context) + path)[-2:]
+        used, guesses = table.guesses(token, before)
+        for nxt, p in guesses:
+            paths.append(((*path, nxt), used, (*probs, p)))
+            frontier.append(((*path, nxt), (*probs, p)))
+    paths.sort(key=lambda x: (-math.prod(x[2]), len(x[0])))
+    return paths[:budget]
+
+
+@given(st.integers(0, 10_000), st.integers(1, 40), st.integers(1, 6))
+def test_recycled_drafts_are_the_best_paths_through_the_table(seed, budget, max_depth):
+    """The walk opens only a node's first child and next sibling: the same paths, in the same order,
+    with the same probabilities, as scoring every path through the table. The guesses after a token
+    are larger tokens, so no two paths hold the same probabilities in another order (a tie)."""
+    rng = np.random.default_rng(seed)
+    table = Successors(width=3)
+    for _ in range(int(rng.integers(1, 12))):
+        token, before = (int(t) for t in rng.integers(0, 6, size=2))
+        nexts = [int(t) for t in token + 1 + rng.choice(9 - token - 1, size=3, replace=False)]
+        probs = sorted((float(p) for p in rng.random(3) / 3), reverse=True)
+        table.observe(ModelGuesses([token], [before if rng.random() < 0.5 else -1], [nexts], [probs]))
+    context = [int(t) for t in rng.integers(0, 6, size=2)]
+    found = table.propose(context, budget, max_depth)
+    want = every_path_best_first(table, context, budget, max_depth)
+    assert [(p.tokens, p.key_length, p.confidence) for p in found] == want
 
 
 def test_a_drafted_tree_keeps_what_the_tiers_said_of_each_node():
@@ -237,8 +287,10 @@ def test_the_model_tier_drafts_from_its_phrases_its_recycled_guesses_or_both():
     for tier in (both, guesses):
         tier.begin([1, 2])
         tier.observe_model(ModelGuesses([2], [1], [[7, 8]], [[0.7, 0.2]]))
-    sources = {name: {(p.tokens, p.source) for p in t.propose([1, 2], 8)} for name, t in
-               [("both", both), ("phrases", phrases), ("guesses", guesses)]}
+    sources = {
+        name: {(p.tokens, p.source) for p in t.propose([1, 2], 8)}
+        for name, t in [("both", both), ("phrases", phrases), ("guesses", guesses)]
+    }
     assert sources["phrases"] == {((3, 4), "")}
     assert sources["guesses"] == {((7,), "recycled"), ((8,), "recycled")}
     assert sources["both"] == sources["phrases"] | sources["guesses"]

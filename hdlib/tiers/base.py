@@ -22,7 +22,8 @@ Draft = tuple[int, ...]
 
 @dataclass(frozen=True)
 class ModelGuesses:
-    """What one verification pass said: after each of its tokens, the model's most likely next ones."""
+    """What one verification pass said: after each of its tokens, the model's most likely next ones.
+    Plain Python ints and floats (the verifier reads them so), kept as they come by the tables."""
 
     tokens: Sequence[int]  # the tokens of the pass (the tree's nodes)
     previous: Sequence[int]  # the token before each of them (-1: none)

@@ -47,10 +47,10 @@ class Successors:
         self._last = g = guesses
         table, width = self.table, self.width
         for token, before, nexts, probs in zip(g.tokens, g.previous, g.successors, g.probabilities, strict=True):
-            entry = tuple(zip(map(int, nexts[:width]), map(float, probs)))  # plain ints and floats, whatever came in
-            table[(int(token),)] = entry
+            entry = tuple(zip(nexts[:width], probs))
+            table[(token,)] = entry
             if before >= 0:
-                table[(int(before), int(token))] = entry
+                table[(before, token)] = entry
 
     def guesses(self, token: int, before: int = -1) -> tuple[int, tuple[tuple[int, float], ...]]:
         """(order used, guesses) after `token` preceded by `before`: (0, ()) when never seen."""
@@ -70,22 +70,38 @@ class Successors:
 
     def propose(self, context: Sequence[int], budget: int, max_depth: int = 8) -> list[Proposal]:
         """Paths from the newest token of `context` through the table, best-first; each adds one
-        node to the trie. A proposal's key length is the order of the entry its last token came from."""
+        node to the trie. A proposal's key length is the order of the entry its last token came from.
+
+        A node's score is the product of the probabilities on its path. Each node's guesses are
+        best first, so a node's first child and its next sibling are the only candidates it opens:
+        the heap holds about two entries per proposal instead of `width`. Equal scores go in the
+        order they entered the heap."""
         found: list[Proposal] = []
         start = (int(context[-2]) if len(context) > 1 else -1, int(context[-1]))
-        heap: list[tuple[float, int, tuple[int, ...], tuple[float, ...], int]] = [(-1.0, 0, (), (), 0)]
-        tie = 1
+        # (-score, entry number, path, its probabilities, order used, the parent's score and guesses, rank)
+        heap: list[tuple[float, int, tuple[int, ...], tuple[float, ...], int, float, tuple, int]] = []
+        entries = 0
+
+        def open_child(
+            score: float, path: tuple[int, ...], probs: tuple[float, ...], used: int, guesses: tuple, rank: int
+        ) -> None:
+            nonlocal entries
+            nxt, p = guesses[rank]
+            heapq.heappush(heap, (-score * p, entries, (*path, nxt), (*probs, p), used, score, guesses, rank))
+            entries += 1
+
+        used, guesses = self.guesses(start[1], start[0])
+        if guesses and max_depth > 0:
+            open_child(1.0, (), (), used, guesses, 0)
         while heap and len(found) < budget:
-            neg_score, _, path, probs, order = heapq.heappop(heap)
-            if path:
-                found.append(Proposal(path, key_length=order, source=SOURCE, confidence=probs))
-            if len(path) == max_depth:
-                continue
-            before, token = (start + path)[-2:]
-            used, guesses = self.guesses(token, before)
-            for nxt, p in guesses:
-                heapq.heappush(heap, (neg_score * p, tie, (*path, nxt), (*probs, p), used))
-                tie += 1
+            neg_score, _, path, probs, order, parent_score, siblings, rank = heapq.heappop(heap)
+            found.append(Proposal(path, key_length=order, source=SOURCE, confidence=probs))
+            if rank + 1 < len(siblings):
+                open_child(parent_score, path[:-1], probs[:-1], order, siblings, rank + 1)
+            if len(path) < max_depth:
+                used, guesses = self.guesses(path[-1], (start + path)[-2])
+                if guesses:
+                    open_child(-neg_score, path, probs, used, guesses, 0)
         return found
 
 
