@@ -73,8 +73,10 @@ def test_the_kept_nodes_are_the_most_probable_and_closed_under_ancestors(drafts,
     assert sorted(tuple(kept.tokens[j] for j in kept.path_to(i)) for i in range(len(kept))) == sorted(
         tuple(tree.tokens[j] for j in tree.path_to(i)) for i in chosen
     )
-    if not steep:  # a free forward pass: everything with a chance is worth verifying (that float sums can tell)
-        assert sum(p > 1e-12 for p in probs[1:]) <= n <= sum(p > 0 for p in probs[1:])
+    if not steep:  # a free forward pass: everything with a chance is worth verifying (that float sums can tell),
+        # up to what one pass may hold: the profile's largest pass, the root and 63 drafts
+        most = len(policy.profile.seconds) - 1
+        assert min(sum(p > 1e-12 for p in probs[1:]), most) <= n <= min(sum(p > 0 for p in probs[1:]), most)
 
 
 def test_nothing_is_verified_when_drafts_do_not_pay_on_a_steep_profile():
