@@ -7,6 +7,7 @@
 #   make setup-vllm make .venv-vllm: vLLM beside hdlib, for build-db model --engine vllm (its own transformers)
 #   make test-fast  set up, run the tests not marked slow
 #   make strip      remove outputs and execution counts from notebooks/ (before committing)
+#   make benchmarks-doc  write docs/benchmarks.md from the results committed under benchmarks/results/ (runs no benchmark)
 #   make clean      remove caches and build outputs; make distclean also removes .venv
 #
 # Extra pytest arguments: make test PYTEST_ARGS="-k tree -x"
@@ -15,7 +16,7 @@ VENV        := .venv
 PY          := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: help setup setup-vllm lab demo test test-fast strip clean distclean
+.PHONY: help setup setup-vllm lab demo test test-fast strip benchmarks-doc clean distclean
 
 help:
 	@grep '^#   make' Makefile | sed 's/^#//'
@@ -45,6 +46,10 @@ test-fast: setup
 
 strip:
 	python3 scripts/strip_notebooks.py
+
+# Each table from its JSON, with the command and the machine; tests/test_benchmarks_doc.py checks the committed file
+benchmarks-doc:
+	$(PY) scripts/benchmarks_doc.py
 
 clean:
 	rm -rf build dist .pytest_cache .hypothesis *.egg-info

@@ -1,6 +1,6 @@
 """What the greedy acceptance phase spends its time on, at budget 64 (65 tree rows), on the CPU.
 
-    python benchmarks/accept_phase.py [--rows 65] [--vocab 49152] [--out benchmarks/accept_phase.json]
+    python benchmarks/accept_phase.py [--rows 65] [--vocab 49152] [--out benchmarks/results/<machine>/accept_phase.json]
 
 `Verifier.accept` computes, for every row of the (rows, vocabulary) logits, the model's 8 most
 likely next tokens (`top_tokens`) and their probabilities, which need the softmax's normalizer over
@@ -28,8 +28,10 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from hdlib.cpu import describe_machine  # noqa: E402
-from hdlib.verifier import SoftmaxBuffer, model_choices, top_tokens  # noqa: E402
+from common import results_path
+
+from hdlib.cpu import describe_machine
+from hdlib.verifier import SoftmaxBuffer, model_choices, top_tokens
 
 
 def median_ms(call, repeats: int = 50, rounds: int = 5) -> float:
@@ -47,7 +49,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=65)
     parser.add_argument("--vocab", type=int, default=49152)
-    parser.add_argument("--out", default="benchmarks/accept_phase.json")
+    parser.add_argument("--out", type=Path, default=results_path("accept_phase.json"))
     args = parser.parse_args()
     logits = torch.randn(args.rows, args.vocab, generator=torch.Generator().manual_seed(0)) * 4
     values, _ = top_tokens(logits, 8)
@@ -76,7 +78,8 @@ def main() -> None:
         "shape": [args.rows, args.vocab],
         "ms": ms,
     }
-    Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=1) + "\n")
 
 
 if __name__ == "__main__":

@@ -12,7 +12,8 @@ same machine state (other work on the machine moves absolute times, much less th
   about 2,000 tokens); ratios of the decoding time (the steps, prefill apart), of the forward passes
   alone, and of the prefill. Both caches must give the same tokens.
 
-    flock /tmp/heavy.lock .venv/bin/python benchmarks/cache_speed.py [--out benchmarks/cache_speed.json]
+    flock /tmp/heavy.lock .venv/bin/python benchmarks/cache_speed.py
+        [--out benchmarks/results/<machine>/cache_speed.json]
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import torch
+from common import results_path
 
 from hdlib import decoding
 from hdlib.cpu import describe_machine
@@ -131,7 +133,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--short", type=int, default=2, help="short prompts from data/prompts/prompts.jsonl")
     parser.add_argument("--max-new-tokens", type=int, default=48)
-    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks/cache_speed.json")
+    parser.add_argument("--out", type=Path, default=results_path("cache_speed.json"))
     args = parser.parse_args()
     began = time.perf_counter()
     lm = load_model()
@@ -203,6 +205,7 @@ def main() -> None:
         "runs": rows,
         "wall_s": round(time.perf_counter() - began, 1),
     }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
     write_text_atomic(args.out, json.dumps(result, indent=1))
     print(json.dumps({k: result[k] for k in ("machine", "all_identical", "passes", "summary", "wall_s")}, indent=1))
 

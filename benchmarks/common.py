@@ -1,26 +1,62 @@
-"""What the Spec-Bench benchmark scripts share: their common options and the questions and model they load."""
+"""What the benchmark scripts share: where their results go (benchmarks/results/<machine>/), and for the
+Spec-Bench ones their common options and the questions and model they load."""
 
 from __future__ import annotations
 
 import argparse
+import re
+from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from hdlib.models import LoadedModel, load_model
-from hdlib.specbench import Question, load_questions, per_task
+if TYPE_CHECKING:
+    from hdlib.models import LoadedModel
+    from hdlib.specbench import Question
 
 ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results"
+UNRECORDED = "unrecorded"  # the folder of results that do not say which processor they ran on
+
+
+def machine_folder(machine: object) -> str:
+    """The folder under benchmarks/results/ for a result measured on `machine`, as `hdlib.cpu.describe_machine`
+    records it: the processor family and its widest vector extension (`epyc-avx2`, `epyc-avx512`, `xeon-amx`);
+    `unrecorded` when the record does not name the processor."""
+    if not isinstance(machine, Mapping) or not machine.get("cpu"):
+        return UNRECORDED
+    name = re.sub(r"\((r|tm)\)", "", str(machine["cpu"]).lower())
+    family = next((f for f in ("epyc", "xeon") if f in name), None) or re.sub(r"[^a-z0-9]+", "-", name).strip("-")
+    flags = set(machine.get("vector_flags") or ())
+    if any(flag.startswith("amx") for flag in flags):
+        return f"{family}-amx"
+    for widest in ("avx512", "avx2", "avx"):
+        if widest in flags or f"{widest}f" in flags:
+            return f"{family}-{widest}"
+    return family
+
+
+def results_path(name: str) -> Path:
+    """benchmarks/results/<this machine's folder>/<name>: where a script writes by default, and where
+    scripts/benchmarks_doc.py reads (the folder is made when the result is written)."""
+    from hdlib.cpu import describe_machine
+
+    return RESULTS / machine_folder(describe_machine()) / name
 
 
 def spec_bench_parser(doc: str, methods: str, out: str) -> argparse.ArgumentParser:
-    """--questions (Spec-Bench's file beside the project), --per-task, --max-new-tokens, --methods, --out."""
+    """--questions (Spec-Bench's file beside the project), --per-task, --max-new-tokens, --methods, --out
+    (default: `out` in this machine's results folder)."""
     parser = argparse.ArgumentParser(description=doc.split("\n")[0])
     parser.add_argument("--questions", type=Path, default=ROOT.parent / "shared/specbench/question.jsonl")
     parser.add_argument("--per-task", type=int, default=2)
     parser.add_argument("--max-new-tokens", type=int, default=128)
     parser.add_argument("--methods", default=methods)
-    parser.add_argument("--out", type=Path, default=ROOT / out)
+    parser.add_argument("--out", type=Path, default=results_path(out))
     return parser
 
 
 def load(args: argparse.Namespace) -> tuple[list[Question], LoadedModel]:
+    from hdlib.models import load_model
+    from hdlib.specbench import load_questions, per_task
+
     return per_task(load_questions(args.questions), args.per_task), load_model("smollm2-135m")

@@ -1,6 +1,6 @@
 """Plain decoding against HD with the context tier, side by side in one run, on the packaged model.
 
-    python benchmarks/context_tier.py [--max-new-tokens 128] [--out benchmarks/context_tier.json]
+    python benchmarks/context_tier.py [--max-new-tokens 128] [--out benchmarks/results/<machine>/context_tier.json]
 
 Prompts: the project's own set (data/prompts/prompts.jsonl, six kinds) and the summarisation demo
 (data/prompts/summarize.txt). Methods run interleaved, prompt by prompt, after a warm-up, so that
@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 import torch
+from common import results_path
 
 from hdlib import generate, load_model
 
@@ -35,7 +36,7 @@ def prompts() -> list[tuple[str, str]]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--max-new-tokens", type=int, default=128)
-    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks/context_tier.json")
+    parser.add_argument("--out", type=Path, default=results_path("context_tier.json"))
     args = parser.parse_args()
 
     lm = load_model("smollm2-135m")
@@ -68,6 +69,7 @@ def main() -> None:
     print(f"\n{'method':10} {'speedup':>8} {'MAT':>6} {'overhead':>9} {'identical':>10}")
     for m, v in overall.items():
         print(f"{m:10} {v['speedup']:8.2f} {v['mat']:6.2f} {100 * v['overhead_frac']:8.2f}% {100 * v['identical_frac']:9.0f}%")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(
         json.dumps(
             {

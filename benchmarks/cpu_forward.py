@@ -5,7 +5,7 @@ time at k = 1 to 32 new tokens (KS) after 256 cached ones is measured (hdlib.pro
 plain greedy decoding of the project's prompts (64 new tokens) is timed; the medians over the rounds
 are kept. Greedy outputs are compared with the unpacked model's.
 
-    python benchmarks/cpu_forward.py [--rounds 3] [--out benchmarks/cpu_forward.json]
+    python benchmarks/cpu_forward.py [--rounds 3] [--out benchmarks/results/<machine>/cpu_forward.json]
 """
 
 from __future__ import annotations
@@ -15,6 +15,8 @@ import json
 import statistics
 import time
 from pathlib import Path
+
+from common import results_path
 
 from hdlib.cpu import PREPACK_CHOICES, describe_machine
 from hdlib.decoding import generate
@@ -30,7 +32,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--max-new-tokens", type=int, default=64)
-    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks/cpu_forward.json")
+    parser.add_argument("--out", type=Path, default=results_path("cpu_forward.json"))
     args = parser.parse_args()
     models = {mode: load_model(prepack=mode) for mode in PREPACK_CHOICES}
     prompts = [p.read_text() for p in sorted((ROOT / "data/prompts").glob("*.txt"))][:4]
@@ -64,6 +66,7 @@ def main() -> None:
     result["forward_ratio_to_none"] = {
         m: [round(a / b, 3) for a, b in zip(v, base)] for m, v in result["forward_ms"].items()
     }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
     write_text_atomic(args.out, json.dumps(result, indent=1))
     print(json.dumps({k: result[k] for k in ("forward_ms", "plain_tokens_per_s", "greedy_identical_to_none")}, indent=1))
 

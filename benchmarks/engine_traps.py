@@ -1,7 +1,7 @@
 """Two speed traps of the engine, timed alone: the sampling warp per visited node, and the context
 tier's lookup when the text repeats itself.
 
-    python benchmarks/engine_traps.py [--out benchmarks/engine_traps.json] [--threads 1]
+    python benchmarks/engine_traps.py [--out benchmarks/results/<machine>/engine_traps.json] [--threads 1]
 
 Sampling: `Warp(temperature=1, top_p)` on one row of logits, as the sampler calls it at every node it
 visits, for SmolLM2's 49,152-token and Gemma 3's 262,144-token vocabularies; the logits are drawn
@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 import torch
+from common import results_path
 
 from hdlib.cpu import describe_machine
 from hdlib.sampling import Warp
@@ -110,7 +111,7 @@ def context_times(repeats: int) -> list[dict[str, object]]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks/engine_traps.json")
+    parser.add_argument("--out", type=Path, default=results_path("engine_traps.json"))
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--repeats", type=int, default=30)
     args = parser.parse_args()
@@ -122,6 +123,7 @@ def main() -> None:
         "sampling_warp": sampling_times(args.repeats) + model_sampling_times(args.repeats),
         "context_loop": context_times(args.repeats),
     }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
     write_text_atomic(args.out, json.dumps(results, indent=1))
 
 

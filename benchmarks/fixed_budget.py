@@ -1,7 +1,7 @@
 """The GPU regime on any machine: MAT at a fixed draft budget, per tier set and per part of the model tier.
 
     python benchmarks/fixed_budget.py [--per-task 2] [--max-new-tokens 128] [--budget 64|auto|top12[,...]]
-        [--methods C,CM,CS,CMS,M,M-phrases,M-recycled] [--out benchmarks/fixed_budget.json]
+        [--methods C,CM,CS,CMS,M,M-phrases,M-recycled] [--out benchmarks/results/<machine>/fixed_budget.json]
 
 On a GPU a forward pass over 65 tokens costs about what one over 1 token does, so the budget is
 large and the MAT it reaches is the speedup. This runs `ar` and, at a fixed budget, the tier sets
@@ -40,7 +40,7 @@ from hdlib.value import AcceptancePrior, ValueTree
 
 
 def main() -> None:
-    parser = spec_bench_parser(__doc__, "C,CM,CS,CMS,M,M-phrases,M-recycled", "benchmarks/fixed_budget.json")
+    parser = spec_bench_parser(__doc__, "C,CM,CS,CMS,M,M-phrases,M-recycled", "fixed_budget.json")
     parser.add_argument(
         "--budget", default="64",
         help="draft tokens per step, auto (the value-ranked tree) or topN (its N best); several: comma-separated",
@@ -138,6 +138,7 @@ def main() -> None:
         "budget": int(args.budget) if args.budget.isdigit() else args.budget,
         "methods": methods,
     }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
     write_text_atomic(args.out, json.dumps(results, indent=1))
     for name, m in methods.items():
         parts_line = ", ".join(f"{p} {v['accepted']}/{v['drafted']}" for p, v in m["parts"].items())

@@ -1,10 +1,10 @@
 """Lookup latency of the three tiers on the packaged model, and what their databases cost to open.
 
-    python benchmarks/lookup_latency.py [--budgets 8,16] [--out benchmarks/lookup_latency.json]
+    python benchmarks/lookup_latency.py [--budgets 8,16] [--out benchmarks/results/<machine>/lookup_latency.json]
 
 Contexts: every position of the packaged model's own greedy answers kept in
-`benchmarks/statistics_tier.json` (the 12 project prompts and 12 held-out ShareGPT prompts, 80 new
-tokens each): the contexts a tier meets at decode time, each of them timed by
+`benchmarks/results/unrecorded/statistics_tier.json` (the 12 project prompts and 12 held-out
+ShareGPT prompts, 80 new tokens each): the contexts a tier meets at decode time, each of them timed by
 `hdlib.databases.lookup_latency` (the context tier begun with the context first, untimed, so it
 holds exactly that text). Per call: wall time, median and p99, in milliseconds.
 """
@@ -17,6 +17,8 @@ import statistics
 import sys
 import time
 from pathlib import Path
+
+from common import RESULTS, UNRECORDED, results_path
 
 from hdlib.databases import load_tier, lookup_latency
 from hdlib.models import load_model
@@ -33,10 +35,10 @@ def percentile(values: list[float], q: float) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--budgets", default="8,16")
-    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks/lookup_latency.json")
+    parser.add_argument("--out", type=Path, default=results_path("lookup_latency.json"))
     args = parser.parse_args()
 
-    answers = json.loads((ROOT / "benchmarks/statistics_tier.json").read_text())["model_answers"]
+    answers = json.loads((RESULTS / UNRECORDED / "statistics_tier.json").read_text())["model_answers"]
     lm = load_model("smollm2-135m")
     results: dict[str, object] = {"contexts": sum(len(a["answer_ids"]) for a in answers), "tiers": {}}
     for tier in (Tier.MODEL, Tier.STATISTICS):
@@ -54,6 +56,7 @@ def main() -> None:
             print(f"{tier.name:10} budget {budget:2}: median {row['median_ms']:.3f} ms, p99 {row['p99_ms']:.3f} ms")
     results["command"] = " ".join(["python benchmarks/lookup_latency.py", *sys.argv[1:]])
     results["date"] = time.strftime("%Y-%m-%d")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=1))
 
 

@@ -1,6 +1,7 @@
 """The model database built three ways on one machine: transformers, vLLM's offline engine, `vllm serve`.
 
-    python benchmarks/model_db_engines.py [--limit 64] [--max-new-tokens 192] [--out benchmarks/model_db_engines.json]
+    python benchmarks/model_db_engines.py [--limit 64] [--max-new-tokens 192]
+        [--out benchmarks/results/<machine>/model_db_engines.json]
 
 Each build answers the same first `--limit` ShareGPT train prompts with the packaged model, as the
 shipped database was built (192 new tokens, prompts cut to 512 tokens; transformers in batches of 8),
@@ -26,6 +27,8 @@ import time
 import urllib.request
 from itertools import pairwise
 from pathlib import Path
+
+from common import results_path
 
 from hdlib.cpu import describe_machine
 from hdlib.models import DEFAULT_MODEL, load_text
@@ -141,7 +144,7 @@ def main() -> None:
     parser.add_argument("--limit", type=int, default=64)
     parser.add_argument("--max-new-tokens", type=int, default=192)
     parser.add_argument("--concurrency", type=int, default=16)
-    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "model_db_engines.json")
+    parser.add_argument("--out", type=Path, default=results_path("model_db_engines.json"))
     args = parser.parse_args()
     common = ["--limit", str(args.limit), "--max-new-tokens", str(args.max_new_tokens), "--max-prompt-tokens", "512",
               "--shard-size", "32"]  # fmt: skip
@@ -174,6 +177,7 @@ def main() -> None:
             run.pop("path")
     base = results["builds"]["transformers"]["answers_per_s"]
     results["answers_per_s_vs_transformers"] = {k: round(v["answers_per_s"] / base, 2) for k, v in results["builds"].items()}
+    args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=1) + "\n")
     print(json.dumps(results["answers_per_s_vs_transformers"]), "->", args.out)
 

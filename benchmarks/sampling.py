@@ -1,7 +1,7 @@
 """HD against plain sampling at temperatures 0, 0.5 and 1.0, on Spec-Bench.
 
     python benchmarks/sampling.py [--questions PATH] [--per-task 2] [--max-new-tokens 128]
-        [--temperatures 0,0.5,1.0] [--out benchmarks/sampling.json]
+        [--temperatures 0,0.5,1.0] [--out benchmarks/results/<machine>/sampling.json]
 
 For each temperature, `ar` and `hd` (default tiers and order, adaptive budget) answer the same
 questions interleaved question by question (hdlib.bench), both sampling with the same seeds. Prints
@@ -20,7 +20,7 @@ from hdlib.bench import progress_line, run_benchmark, table
 
 
 def main() -> None:
-    parser = spec_bench_parser(__doc__, "hd", "benchmarks/sampling.json")
+    parser = spec_bench_parser(__doc__, "hd", "sampling.json")
     parser.add_argument("--temperatures", default="0,0.5,1.0")
     args = parser.parse_args()
     questions, lm = load(args)
@@ -36,6 +36,7 @@ def main() -> None:
         results["date"] = time.strftime("%Y-%m-%d")
         runs.append(results)
     command = " ".join(["python benchmarks/sampling.py", *sys.argv[1:]])
+    args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"command": command, "runs": runs}, indent=1))
 
 

@@ -1,7 +1,7 @@
 """The two sampling rules side by side: the Gumbel rule (the default) against recursive rejection.
 
     python benchmarks/sampling_rules.py [--questions PATH] [--per-task 2] [--max-new-tokens 128]
-        [--temperatures 1.0,0.5] [--out benchmarks/sampling_rules.json]
+        [--temperatures 1.0,0.5] [--out benchmarks/results/<machine>/sampling_rules.json]
 
 For each temperature and each Spec-Bench question (its first turn), four runs interleaved in one
 process: plain sampling and HD (default tiers and order, budget chosen per step) under each rule, all
@@ -73,7 +73,7 @@ def table(temperature: float, summary: dict[str, dict[str, float]]) -> str:
 
 
 def main() -> None:
-    parser = spec_bench_parser(__doc__, "hd", "benchmarks/sampling_rules.json")
+    parser = spec_bench_parser(__doc__, "hd", "sampling_rules.json")
     parser.add_argument("--temperatures", default="1.0,0.5")
     args = parser.parse_args()
     questions, lm = load(args)
@@ -110,6 +110,7 @@ def main() -> None:
         "questions": len(questions),
         "runs": runs,
     }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=1))
 
 

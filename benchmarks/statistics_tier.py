@@ -1,6 +1,7 @@
 """Statistics tier: its database, lookup latency and draft quality, and `draftretriever` on the same corpus.
 
-    python benchmarks/statistics_tier.py [--build] [--compare-sorts] [--contexts 2000] [--out benchmarks/statistics_tier.json]
+    python benchmarks/statistics_tier.py [--build] [--compare-sorts] [--contexts 2000]
+        [--out benchmarks/results/<machine>/statistics_tier.json]
 
 Database: the default one for the packaged model (built first when missing; `--build` rebuilds it in
 a child process, whose wall time and peak memory are measured). Contexts, two kinds:
@@ -36,6 +37,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
+from common import results_path
 
 ROOT = Path(__file__).resolve().parents[1]
 BUDGETS = (8, 16, 32)
@@ -222,7 +224,7 @@ def main() -> None:
     parser.add_argument("--answers", type=Path, help="model answers to reuse (a JSON list, as in the output)")
     parser.add_argument("--no-draftretriever", action="store_true")
     parser.add_argument("--compare-sorts", action="store_true", help="time pydivsufsort too, when installed")
-    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks/statistics_tier.json")
+    parser.add_argument("--out", type=Path, default=results_path("statistics_tier.json"))
     args = parser.parse_args()
 
     from hdlib import load_model
@@ -304,6 +306,7 @@ def main() -> None:
         "answer_settings": [args.model_prompts, args.max_new_tokens],
         "model_answers": answers,
     }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=1) + "\n")
     print(f"wrote {args.out}", file=sys.stderr)
 

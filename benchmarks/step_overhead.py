@@ -1,7 +1,7 @@
 """The engine's own time per step, this checkout against another engine, side by side.
 
     python benchmarks/step_overhead.py --base PATH [--budget 64] [--per-task 2] [--max-new-tokens 64]
-        [--out benchmarks/step_overhead.json]
+        [--out benchmarks/results/<machine>/step_overhead.json]
 
 `--base` is another checkout of hdlib (for example `git worktree add /tmp/hd_base <commit>`). Each
 engine runs in a worker process of its own (the same Python, PYTHONPATH set to its checkout) with
@@ -23,6 +23,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+from common import results_path
 
 ROOT = Path(__file__).resolve().parents[1]
 PHASES = ("draft", "tree", "forward", "accept", "update", "policy")
@@ -115,7 +117,7 @@ def main() -> None:
     parser.add_argument("--per-task", type=int, default=2)
     parser.add_argument("--budget", type=int, default=64)
     parser.add_argument("--max-new-tokens", type=int, default=64)
-    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks/step_overhead.json")
+    parser.add_argument("--out", type=Path, help="default: benchmarks/results/<machine>/step_overhead.json")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
@@ -165,6 +167,8 @@ def main() -> None:
         "identical_answers": sum(identical),
         "questions": n,
     }
+    args.out = args.out or results_path("step_overhead.json")  # here, not in the workers: they import no hdlib early
+    args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(out, indent=1) + "\n")
     b, t = result["base"], result["this"]
     print(

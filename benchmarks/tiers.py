@@ -1,7 +1,7 @@
 """Context, context+model and context+model+statistics against plain decoding, on Spec-Bench.
 
     python benchmarks/tiers.py --questions ../shared/specbench/question.jsonl [--per-task 2]
-        [--max-new-tokens 128] [--out benchmarks/tiers.json]
+        [--max-new-tokens 128] [--out benchmarks/results/<machine>/tiers.json]
 
 Two questions per task by default (the first two of each of the six tasks, every turn), greedy,
 all methods interleaved question by question in one process (hdlib.bench). Prints speedup, MAT and
@@ -20,7 +20,7 @@ from hdlib.bench import progress_line, run_benchmark, table
 
 
 def main() -> None:
-    parser = spec_bench_parser(__doc__, "hd:C,hd:CM,hd:CMS", "benchmarks/tiers.json")
+    parser = spec_bench_parser(__doc__, "hd:C,hd:CM,hd:CMS", "tiers.json")
     args = parser.parse_args()
     questions, lm = load(args)
 
@@ -32,6 +32,7 @@ def main() -> None:
     results["date"] = time.strftime("%Y-%m-%d")
     for metric in ("speedup", "mat", "identical_frac"):
         print(table(results, metric), end="\n\n")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=1))
 
 

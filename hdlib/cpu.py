@@ -15,7 +15,8 @@ vector extensions, thread count, torch version and dtype), so a model loads with
 (timing took some 4 s on a 2-core EPYC) and every load of it runs the same kernels; delete the file
 to time them again. `load_model` prepacks every linear layer
 by default on the CPU in float32 (`prepack="all"`); "head" does the output layer only, "none" none.
-The numbers are in benchmarks/cpu_forward*.json; `benchmarks/cpu_forward.py` measures a machine.
+The numbers are in benchmarks/results/*/cpu_forward.json (docs/benchmarks.md); `benchmarks/cpu_forward.py`
+measures a machine.
 
 The prepacked layer computes the same product with another summation order: greedy output can
 differ from the unpacked model's only at a near-tie of the argmax, as between any two kernels. HD

@@ -97,9 +97,11 @@ def nucleus(probs: torch.Tensor, top_p: float) -> torch.Tensor:
     """`probs` cut to the smallest set of most likely tokens holding `top_p`, renormalised.
 
     Sorting the whole vocabulary for every visited node cost 6 ms at 49k tokens and 35-47 ms at
-    262k (benchmarks/engine_traps.json); the nucleus is usually small, so it is looked for among the
-    most likely few hundred first, among more only where they hold less than `top_p`. A token is
-    kept when the mass ranked before it is below `top_p` (the most likely always is).
+    262k (benchmarks/engine_traps.py on the engine of 58234f9, before this; that result is in the
+    git history as benchmarks/engine_traps_before.json); the nucleus is usually small, so it is
+    looked for among the most likely few hundred first, among more only where they hold less than
+    `top_p`. A token is kept when the mass ranked before it is below `top_p` (the most likely
+    always is).
     """
     vocab = probs.shape[-1]
     k = min(vocab, NUCLEUS_START)

@@ -166,7 +166,8 @@ def model_masks(
 
 CacheKind = Literal["own", "dynamic"]
 CACHE_KINDS: tuple[CacheKind, ...] = ("own", "dynamic")
-DEFAULT_CACHE: CacheKind = "own"  # measured at least as fast as DynamicCache: benchmarks/cache_speed.json
+# measured at least as fast as DynamicCache: benchmarks/results/epyc-avx2/cache_speed.json
+DEFAULT_CACHE: CacheKind = "own"
 
 
 def new_cache(kind: CacheKind = DEFAULT_CACHE, max_len: int | None = None, layers: int | None = None) -> Cache:

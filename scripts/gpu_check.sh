@@ -5,6 +5,7 @@
 # OUT defaults to /tmp/gpu_check; PYTHON to python3 (the GPU machine's, which has torch and transformers:
 # no .venv there). Nothing is downloaded. Exit status: 0 all well, 1 a float32 answer parted beyond the
 # near-tie bound, 3 a section failed (its "error" is in the JSON, its traceback in the log), 124 time out.
+# The result is committed as benchmarks/results/gpu/<device>.json (h200.json), then `make benchmarks-doc`.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 OUT=${OUT:-/tmp/gpu_check}

@@ -1,0 +1,118 @@
+"""docs/benchmarks.md is what scripts/benchmarks_doc.py writes from the results committed under
+benchmarks/results/, byte for byte, and it shows every file there: a changed result, a new one no
+section of the script shows, or a result filed under another machine's folder fails here."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results"
+DOC = ROOT / "docs" / "benchmarks.md"
+
+
+def generator() -> ModuleType:
+    """scripts/benchmarks_doc.py as a module (scripts/ is no package)."""
+    if "benchmarks_doc" not in sys.modules:
+        spec = importlib.util.spec_from_file_location("benchmarks_doc", ROOT / "scripts" / "benchmarks_doc.py")
+        assert spec and spec.loader
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["benchmarks_doc"] = module  # before it runs: its dataclasses look their module up there
+        spec.loader.exec_module(module)
+    return sys.modules["benchmarks_doc"]
+
+
+def linked_copy(tmp_path: Path) -> Path:
+    """benchmarks/results/ as links to the committed files (a file to change is replaced by a copy)."""
+    copy = tmp_path / "results"
+    shutil.copytree(RESULTS, copy, copy_function=os.symlink)
+    return copy
+
+
+def rewrite(path: Path, change) -> None:
+    data = json.loads(path.read_text(encoding="utf-8"))
+    change(data)
+    path.unlink()
+    path.write_text(json.dumps(data, indent=1), encoding="utf-8")
+
+
+def test_the_committed_doc_is_what_make_benchmarks_doc_writes(tmp_path):
+    out = tmp_path / "benchmarks.md"
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "benchmarks_doc.py"), "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert out.read_bytes() == DOC.read_bytes(), "docs/benchmarks.md is not the results' doc: run make benchmarks-doc"
+
+
+def test_every_results_file_is_in_the_doc():
+    doc = DOC.read_text(encoding="utf-8")
+    files = sorted(p.relative_to(ROOT).as_posix() for p in RESULTS.rglob("*") if p.is_file())
+    assert len(files) > 20
+    assert [f for f in files if f"`{f}`" not in doc] == []
+
+
+def test_a_changed_number_changes_the_doc(tmp_path):
+    doc, copy = generator(), linked_copy(tmp_path)
+    assert doc.render(copy) == DOC.read_text(encoding="utf-8")
+    rewrite(copy / "epyc-avx2" / "accept_phase.json", lambda data: data["ms"].update(softmax=9.876))
+    changed = doc.render(copy)
+    assert "| softmax | 9.876 |" in changed and changed != DOC.read_text(encoding="utf-8")
+
+
+def test_a_result_no_section_shows_is_an_error(tmp_path):
+    doc, copy = generator(), linked_copy(tmp_path)
+    (copy / "epyc-avx2" / "new_benchmark.json").write_text("{}", encoding="utf-8")
+    with pytest.raises(SystemExit, match="new_benchmark.json"):
+        doc.render(copy)
+
+
+def test_a_result_in_another_machines_folder_is_an_error(tmp_path):
+    doc, copy = generator(), linked_copy(tmp_path)
+    (copy / "epyc-avx2" / "accept_phase.json").rename(copy / "xeon-amx" / "accept_phase.json")
+    with pytest.raises(SystemExit, match="epyc-avx2"):
+        doc.render(copy)
+
+
+def test_machine_folders():
+    machine_folder = generator().machine_folder
+    epyc = {"cpu": "AMD EPYC", "vector_flags": ["avx", "avx2"], "threads": 2, "torch": "2.13.0+cpu"}
+    assert machine_folder(epyc) == "epyc-avx2"
+    assert machine_folder({**epyc, "vector_flags": ["avx", "avx2", "avx512f", "avx512bw"]}) == "epyc-avx512"
+    xeon = {"cpu": "Intel(R) Xeon(R) Processor", "vector_flags": ["amx_tile", "avx512f", "avx2"]}
+    assert machine_folder(xeon) == "xeon-amx"
+    assert machine_folder({"cpu": "Apple M2", "vector_flags": []}) == "apple-m2"
+    assert (
+        machine_folder(None) == machine_folder("x86_64, 2 threads, cpu") == machine_folder({"cpus": 2}) == "unrecorded"
+    )
+
+
+def test_a_gpu_result_gets_its_tables(tmp_path):
+    doc, copy = generator(), linked_copy(tmp_path)
+    (copy / "gpu").mkdir()
+    report = {
+        "meta": {"device": "NVIDIA H200", "capability": "9.0", "torch": "2.13.0", "cuda": "12.8", "commit": "abc"},
+        "lossless": {"float32_ok": True, "llama/float32": {"greedy_identical": "40/40", "sampled_identical": "12/12"}},
+        "throughput": {
+            "ar": {"tokens": 96, "tokens_per_s": 30.0, "mat": 1.0},
+            "hd:C": {"tokens": 96, "tokens_per_s": 45.0, "mat": 2.0, "identical_to_ar": True},
+            "speedup_over_ar": {"ar": 1.0, "hd:C": 1.5},
+        },
+    }
+    (copy / "gpu" / "h200.json").write_text(json.dumps(report), encoding="utf-8")
+    text = doc.render(copy)
+    assert "### `benchmarks/results/gpu/h200.json`" in text and "device NVIDIA H200" in text
+    assert "| `hd:C` | 45.0 | 2.00 | 1.50x | yes |" in text and "| llama/float32 | 40/40 | 12/12 |" in text
