@@ -30,8 +30,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from common import results_path
 
+from hdlib.choices import SoftmaxBuffer, model_choices, top_tokens
 from hdlib.cpu import describe_machine
-from hdlib.verifier import SoftmaxBuffer, model_choices, top_tokens
 
 
 def median_ms(call, repeats: int = 50, rounds: int = 5) -> float:

@@ -61,7 +61,7 @@ import hdlib.verifier  # noqa: E402
 from oracle import OracleTier  # noqa: E402
 from tiny import VOCAB, tiny_gemma3, tiny_llama  # noqa: E402
 
-from hdlib.budget import AdaptiveBudget, FixedBudget, ForwardProfile, flat_profile  # noqa: E402
+from hdlib.budget import FixedBudget, ForwardProfile, flat_profile  # noqa: E402
 from hdlib.decoding import DecodeSettings, Decoder, run  # noqa: E402
 from hdlib.divergence import NEAR_TIE, explain, locate  # noqa: E402
 from hdlib.drafter import Drafter  # noqa: E402
@@ -283,7 +283,7 @@ def budget_policy(i: int, rng: random.Random) -> tuple[str, Any]:
     k = rng.randint(1, 24)
     return [
         (f"fixed {k}", FixedBudget(k)),
-        ("adaptive", AdaptiveBudget(flat_profile())),
+        ("value tree", ValueTree(flat_profile())),
         (f"value tree {k}", ValueTree(flat_profile(), candidates=k)),
     ][i % 3]
 

@@ -19,7 +19,7 @@
 its records.
 """
 
-from hdlib.budget import AdaptiveBudget, FixedBudget
+from hdlib.budget import FixedBudget
 from hdlib.databases import describe, load_tier, make_tier, open_database, parse_tiers, register_tier
 from hdlib.decoding import Decoder, DecodeSettings, decode, generate, run
 from hdlib.drafter import Drafter
@@ -36,7 +36,6 @@ __version__ = "0.1.0"
 __all__ = [
     "BONUS",
     "DEFAULT_MODEL",
-    "AdaptiveBudget",
     "ContextSettings",
     "ContextTier",
     "DecodeSettings",

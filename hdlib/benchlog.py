@@ -19,7 +19,7 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from hdlib.bench import Answered
+from hdlib.bench.records import Answered
 from hdlib.errors import HDError
 from hdlib.specbench import Question
 from hdlib.store import write_text_atomic

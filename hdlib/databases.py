@@ -28,6 +28,7 @@ from pathlib import Path
 import numpy as np
 from transformers import PreTrainedTokenizerBase
 
+from hdlib.budget import FIXED_BUDGET
 from hdlib.errors import HDError
 from hdlib.modeldb import default_model_db_path
 from hdlib.models import LoadedModel, load_text
@@ -59,7 +60,9 @@ def register_tier(tier: type[DraftTier] | Tier, make: TierMaker | None = None) -
         raise HDError("register_tier takes a DraftTier subclass, or a Tier and the function that makes it")
     for other in known_tiers():
         if other != tier and (other.name == tier.name or other.letter == tier.letter):
-            raise HDError(f"tier {tier.name!r} ({tier.letter}) clashes with the known tier {other.name!r} ({other.letter})")
+            raise HDError(
+                f"tier {tier.name!r} ({tier.letter}) clashes with the known tier {other.name!r} ({other.letter})"
+            )
     _registered[tier.name] = Registered(tier, make)
     return tier
 
@@ -95,7 +98,9 @@ def _entry_points_on(path: tuple[str, ...]) -> list[Registered]:
     for point in importlib.metadata.entry_points(group=ENTRY_POINTS):
         cls = point.load()
         if not (isinstance(cls, type) and issubclass(cls, DraftTier) and isinstance(getattr(cls, "tier", None), Tier)):
-            raise HDError(f"entry point {point.name!r} of {ENTRY_POINTS!r} ({point.value}) is not a DraftTier with a tier")
+            raise HDError(
+                f"entry point {point.name!r} of {ENTRY_POINTS!r} ({point.value}) is not a DraftTier with a tier"
+            )
         found.append(Registered(cls.tier, lambda lm, cls=cls: cls()))
     return found
 
@@ -119,7 +124,7 @@ def find_tier(name: str) -> Tier | None:
 
 
 def parse_tiers(spec: str | Sequence[str | Tier | DraftTier]) -> list[Tier | DraftTier]:
-    """"context,model" or ["C", Tier.MODEL, my_tier] -> known tiers and ready-made DraftTiers, in order."""
+    """ "context,model" or ["C", Tier.MODEL, my_tier] -> known tiers and ready-made DraftTiers, in order."""
     items = [s for s in spec.split(",") if s.strip()] if isinstance(spec, str) else list(spec)
     parsed: list[Tier | DraftTier] = []
     for item in items:
@@ -183,7 +188,9 @@ def open_database(path: str | Path, lm: LoadedModel | None = None) -> DraftTier:
     raise HDError(f"{path} holds a {kind!r} database, not a tier's")
 
 
-def describe(path: str | Path, model: str | LoadedModel | PreTrainedTokenizerBase | None = None, sample: int = 5) -> str:
+def describe(
+    path: str | Path, model: str | LoadedModel | PreTrainedTokenizerBase | None = None, sample: int = 5
+) -> str:
     """What a database holds, how it was built, its sizes, and a sample of entries: token ids, or
     text when `model` (a loaded model, a tokenizer, or a model's name or folder) says how to decode."""
     path = Path(path)
@@ -219,7 +226,7 @@ def _decoder(model: str | LoadedModel | PreTrainedTokenizerBase | None):
 
 
 def lookup_latency(
-    tiers: Sequence[DraftTier], contexts: Sequence[Sequence[int]], budget: int = 8
+    tiers: Sequence[DraftTier], contexts: Sequence[Sequence[int]], budget: int = FIXED_BUDGET
 ) -> dict[Tier, list[float]]:
     """Seconds of one `lookup(context, budget)` per context, for each tier alone, as the drafter
     calls it. Each tier is begun with the context first (untimed): the context tier then holds

@@ -19,7 +19,7 @@ from typing import Any
 
 from transformers import PreTrainedModel
 
-from hdlib.budget import BudgetPolicy, FixedBudget
+from hdlib.budget import FIXED_BUDGET, BudgetPolicy, FixedBudget
 from hdlib.databases import make_tier, parse_tiers
 from hdlib.drafter import Drafter
 from hdlib.errors import HDError
@@ -27,6 +27,7 @@ from hdlib.models import LoadedModel
 from hdlib.profile import load_or_measure
 from hdlib.sampling import SAMPLING_RULES, Sampler, Warp, check_rule
 from hdlib.tiers import BONUS, DEFAULT_TIERS, DraftTier, ModelGuesses, Tier
+from hdlib.tiers.base import token_before_newest
 from hdlib.tiers.recycling import share_successors
 from hdlib.trace import Generation, Step, StepTimes, cut_at_end, stop_reason
 from hdlib.tree import DraftTree
@@ -104,7 +105,7 @@ class Decoder:
             else Sampler(settings.warp, settings.seed, settings.sampling_rule)
         )
         self.drafter = drafter or Drafter([])
-        self.budget = budget or FixedBudget(0 if not self.drafter.tiers else 8)
+        self.budget = budget or FixedBudget(0 if not self.drafter.tiers else FIXED_BUDGET)
         self.eos = frozenset(eos_token_ids)
         self.limit = context_length(model)
         check_prompt(self.prompt_ids, self.limit)
@@ -181,7 +182,7 @@ class Decoder:
             emitted = cut_at_end([tree.tokens[n] for n in path[1:]] + [verified.bonus], eos)
             tiers = ([tree.tiers[n] for n in path[1:]] + [BONUS])[: len(emitted)]
             if verified.top is not None:
-                guesses = ModelGuesses(tree.tokens, tree.previous_tokens(tokens[-2] if past_len else -1), *verified.top)
+                guesses = ModelGuesses(tree.tokens, tree.previous_tokens(token_before_newest(tokens)), *verified.top)
                 drafter.observe_model(guesses)
             tokens.extend(emitted)
             generated += len(emitted)

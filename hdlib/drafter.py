@@ -8,7 +8,6 @@ it first.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 
 from hdlib.errors import HDError
@@ -28,7 +27,6 @@ class Drafter:
                         f"{tier.tier.name} ({tier.tier.letter}) and {other.tier.name} ({other.tier.letter})"
                     )
         self.tiers = list(tiers)
-        self.lookup_s: dict[Tier, float] = {}  # time spent in each tier's lookup, last call
 
     @property
     def order(self) -> list[Tier]:
@@ -68,16 +66,13 @@ class Drafter:
         model could not read it (on CUDA, a device-side assert that leaves the GPU unusable).
         """
         tree = DraftTree(root=context[-1])
-        self.lookup_s = {}
         if max_depth <= 0:
             return tree
         for tier in self.tiers:
             left = budget if per_tier else budget - tree.n_drafted
             if left <= 0:
                 break
-            start = time.perf_counter()
             proposals = tier.propose(context, left)
-            self.lookup_s[tier.tier] = time.perf_counter() - start
             before = len(tree)
             for p in proposals:
                 left -= tree.add(p.tokens, tier.tier, left, max_depth, p.key_length, p.source, p.confidence)

@@ -194,26 +194,11 @@ def build_model_db(
     `out`: default `default_model_db_path(lm)`. `prompts`: None for ShareGPT's train split, a JSONL
     or text file, or a list of strings; `limit` keeps the first so many. `work_dir` holds the answer
     shards (default: under the cache, named by the model and settings); a second run with the same
-    arguments resumes there, and one with a larger `limit` reuses what they share. `command`: how this build was asked for, for the metadata.
+    arguments resumes there, and one with a larger `limit` reuses what they share. `command`: how
+    this build was asked for, for the metadata.
     """
     start = time.perf_counter()
-    for name, value in (
-        ("n", n),
-        ("top_k", top_k),
-        ("max_new_tokens", max_new_tokens),
-        ("batch_size", batch_size),
-        ("shard_size", shard_size),
-        ("max_prompt_tokens", max_prompt_tokens),
-    ):
-        if not isinstance(value, int) or value < 1:
-            raise HDError(f"{name} must be a positive integer, got {value!r}")
-    if n < 2:
-        raise HDError(f"n-grams need n >= 2, got {n}")
-    if max_prompt_tokens + max_new_tokens > lm.context_length:
-        raise HDError(
-            f"max_prompt_tokens + max_new_tokens = {max_prompt_tokens + max_new_tokens} exceeds the model's "
-            f"context of {lm.context_length} tokens: lower one of them"
-        )
+    _check_sizes(lm, n, top_k, max_new_tokens, batch_size, shard_size, max_prompt_tokens)
     out = Path(out) if out is not None else default_model_db_path(lm)
     prompt_set = load_prompts(prompts, limit)
     if not prompt_set.prompts:
@@ -224,6 +209,89 @@ def build_model_db(
         answerer = TransformersAnswerer(lm, batch_size)
     encoded = [encode_truncated(lm, p, max_prompt_tokens) for p in prompt_set.prompts]
     engine = answerer.identity()
+    key = _shard_key(lm, engine, max_new_tokens, max_prompt_tokens, shard_size)
+    work = Path(work_dir) if work_dir is not None else cache_dir() / "model-db-work" / key
+    answers, generation_s, threads = _answer_in_shards(
+        lm, answerer, encoded, prompt_set.prompts, work, key, shard_size, max_new_tokens, progress
+    )
+    all_ngrams, all_counts = count_ngrams(answers, n)
+    kept_ngrams, kept_counts = all_ngrams[:top_k], all_counts[:top_k]
+    meta = {
+        "tier": Tier.MODEL.name,
+        "model": lm.name,
+        "tokenizer": lm.fingerprint,
+        "n": n,
+        "top_k": top_k,
+        "source": prompt_set.source,
+        "split": prompt_set.split,
+        "counts": _counts(encoded, answers, max_new_tokens, all_counts, kept_counts),
+        "build": {
+            "generation_seconds": round(generation_s, 1),  # all runs together, resumed shards included
+            "seconds": round(time.perf_counter() - start, 1),  # this run
+            "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            "command": command or _call_text(lm, prompts, limit, n, top_k, max_new_tokens, batch_size),
+            "max_new_tokens": max_new_tokens,
+            "max_prompt_tokens": max_prompt_tokens,
+            "shard_size": shard_size,
+            "engine": {"name": answerer.name, **engine},  # who answered, and what its answers depend on
+            **answerer.provenance(),
+            "cpu_threads": sorted(threads),  # of the generation, every shard's run
+            "torch": torch.__version__,
+            "hdlib": importlib.metadata.version("hdlib"),
+            "work_key": key,
+        },
+    }
+    return write_db(out, meta, {"ngrams": kept_ngrams, "doc_freq": kept_counts})
+
+
+def _counts(
+    encoded: Sequence[tuple[list[int], bool]],
+    answers: Sequence[Sequence[int]],
+    max_new_tokens: int,
+    all_counts: np.ndarray,
+    kept_counts: np.ndarray,
+) -> dict[str, int]:
+    """What the database was counted from, and what it kept, for its metadata."""
+    return {
+        "prompts": len(encoded),
+        "prompts_truncated": sum(cut for _, cut in encoded),
+        "prompt_tokens": sum(len(ids) for ids, _ in encoded),
+        "answers": len(answers),
+        "answers_ended": sum(len(a) < max_new_tokens for a in answers),  # stopped at an end token
+        "answer_tokens": sum(map(len, answers)),
+        "distinct_ngrams": len(all_counts),
+        "distinct_ngrams_in_2_or_more_answers": int(np.sum(all_counts >= 2)),
+        "kept": len(kept_counts),
+        "min_kept_doc_freq": int(kept_counts[-1]) if len(kept_counts) else 0,
+    }
+
+
+def _check_sizes(
+    lm: ModelText, n: int, top_k: int, max_new_tokens: int, batch_size: int, shard_size: int, max_prompt_tokens: int
+) -> None:
+    """Every size a positive integer, n-grams of at least 2, a prompt and its answer within the context."""
+    sizes = {
+        "n": n,
+        "top_k": top_k,
+        "max_new_tokens": max_new_tokens,
+        "batch_size": batch_size,
+        "shard_size": shard_size,
+        "max_prompt_tokens": max_prompt_tokens,
+    }
+    for name, value in sizes.items():
+        if not isinstance(value, int) or value < 1:
+            raise HDError(f"{name} must be a positive integer, got {value!r}")
+    if n < 2:
+        raise HDError(f"n-grams need n >= 2, got {n}")
+    if max_prompt_tokens + max_new_tokens > lm.context_length:
+        raise HDError(
+            f"max_prompt_tokens + max_new_tokens = {max_prompt_tokens + max_new_tokens} exceeds the model's "
+            f"context of {lm.context_length} tokens: lower one of them"
+        )
+
+
+def _shard_key(lm: ModelText, engine: dict, max_new_tokens: int, max_prompt_tokens: int, shard_size: int) -> str:
+    """What the answer shards depend on, hashed: shards of another key are never reused."""
     settings = {
         "format": _SHARD_FORMAT,
         "tokenizer": lm.fingerprint,
@@ -235,17 +303,32 @@ def build_model_db(
     prompt_format = lm.resolve_prompt_format()
     if prompt_format != "chat-template":  # (absent for a chat template: shards written before stay valid)
         settings["prompt_format"] = prompt_format
-    key = hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:16]
-    work = Path(work_dir) if work_dir is not None else cache_dir() / "model-db-work" / key
+    return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:16]
 
-    # Shards are runs of the prompt list, each named by its prompts: a build over more (or fewer) of
-    # the same prompts reuses every shard it shares with an earlier one.
+
+def _answer_in_shards(
+    lm: ModelText,
+    answerer: Answerer,
+    encoded: Sequence[tuple[list[int], bool]],
+    prompts: Sequence[str],
+    work: Path,
+    key: str,
+    shard_size: int,
+    max_new_tokens: int,
+    progress: bool,
+) -> tuple[list[list[int]], float, set[int]]:
+    """Every prompt's answer, shard by shard, each shard written as it is done and read back where an
+    earlier run wrote it; with the seconds of answering (resumed shards included) and the torch CPU
+    threads of the runs that answered.
+
+    Shards are runs of the prompt list, each named by its prompts: a build over more (or fewer) of
+    the same prompts reuses every shard it shares with an earlier one."""
     shards = [list(range(i, min(i + shard_size, len(encoded)))) for i in range(0, len(encoded), shard_size)]
-    paths = [_shard_path(work, i, key, [prompt_set.prompts[j] for j in shard]) for i, shard in enumerate(shards)]
+    paths = [_shard_path(work, i, key, [prompts[j] for j in shard]) for i, shard in enumerate(shards)]
     done = [_read_shard(path, key, lm.fingerprint, len(shard)) for path, shard in zip(paths, shards, strict=True)]
     answers: list[list[int]] = []
     generation_s = 0.0
-    threads: set[int] = set()  # torch CPU threads of the runs that answered
+    threads: set[int] = set()
     bar = tqdm(
         total=len(encoded),
         initial=sum(len(shard) for shard, got in zip(shards, done, strict=True) if got is not None),
@@ -264,46 +347,7 @@ def build_model_db(
             answers += got[0]
             generation_s += got[1]
             threads.add(got[2])
-
-    all_ngrams, all_counts = count_ngrams(answers, n)
-    kept_ngrams, kept_counts = all_ngrams[:top_k], all_counts[:top_k]
-    meta = {
-        "tier": Tier.MODEL.name,
-        "model": lm.name,
-        "tokenizer": lm.fingerprint,
-        "n": n,
-        "top_k": top_k,
-        "source": prompt_set.source,
-        "split": prompt_set.split,
-        "counts": {
-            "prompts": len(encoded),
-            "prompts_truncated": sum(cut for _, cut in encoded),
-            "prompt_tokens": sum(len(ids) for ids, _ in encoded),
-            "answers": len(answers),
-            "answers_ended": sum(len(a) < max_new_tokens for a in answers),  # stopped at an end token
-            "answer_tokens": sum(map(len, answers)),
-            "distinct_ngrams": len(all_ngrams),
-            "distinct_ngrams_in_2_or_more_answers": int(np.sum(all_counts >= 2)),
-            "kept": len(kept_ngrams),
-            "min_kept_doc_freq": int(kept_counts[-1]) if len(kept_counts) else 0,
-        },
-        "build": {
-            "generation_seconds": round(generation_s, 1),  # all runs together, resumed shards included
-            "seconds": round(time.perf_counter() - start, 1),  # this run
-            "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-            "command": command or _call_text(lm, prompts, limit, n, top_k, max_new_tokens, batch_size),
-            "max_new_tokens": max_new_tokens,
-            "max_prompt_tokens": max_prompt_tokens,
-            "shard_size": shard_size,
-            "engine": {"name": answerer.name, **engine},  # who answered, and what its answers depend on
-            **answerer.provenance(),
-            "cpu_threads": sorted(threads),  # of the generation, every shard's run
-            "torch": torch.__version__,
-            "hdlib": importlib.metadata.version("hdlib"),
-            "work_key": key,
-        },
-    }
-    return write_db(out, meta, {"ngrams": kept_ngrams, "doc_freq": kept_counts})
+    return answers, generation_s, threads
 
 
 def _shard_path(work: Path, index: int, key: str, prompts: list[str]) -> Path:

@@ -257,7 +257,9 @@ class Trial:
     residual: torch.Tensor  # (V,) the normalised residual it was tried against
 
 
-def node_trials(probs: torch.Tensor, candidates: Sequence[int], rule: Rule | None = None) -> tuple[list[Trial], torch.Tensor]:
+def node_trials(
+    probs: torch.Tensor, candidates: Sequence[int], rule: Rule | None = None
+) -> tuple[list[Trial], torch.Tensor]:
     """Each candidate of one node tried in order by `rule` (default `reject_step`) against `probs`
     (V,), and the normalised residual the final draw takes when all are rejected."""
     rule = rule or reject_step

@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import tempfile
 import time
 import zipfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 
@@ -32,37 +34,55 @@ def _temporary(path: Path) -> Path:
     return path.with_name(f".{path.name}.tmp{os.getpid()}")
 
 
-def write_text_atomic(path: str | Path, text: str) -> Path:
-    """Write `text` (UTF-8) to `path` through a temporary file and a rename: a reader sees the old
-    file or the new one, never half of it."""
+def write_atomic(path: str | Path, write: Callable[[BinaryIO], None]) -> Path:
+    """Run `write` into a temporary file beside `path`, then rename it to `path`: a reader sees the
+    old file or the new one, never half of it, and a `write` that raises leaves nothing behind."""
     path = Path(path)
-    tmp = _temporary(path)
-    try:
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-    return path
-
-
-def write_db(path: str | Path, meta: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> Path:
-    """Write `arrays` and `meta` (JSON-able) to `path`: a temporary file first, then a rename."""
-    path = Path(path)
-    if _META in arrays:
-        raise ValueError(f"array name {_META!r} is reserved")
-    full = {"format": FORMAT, "version": FORMAT_VERSION, "written": time.strftime("%Y-%m-%dT%H:%M:%S"), **meta}
-    encoded = np.frombuffer(json.dumps(full, sort_keys=True).encode("utf-8"), dtype=np.uint8)
-    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = _temporary(path)
     try:
         with open(tmp, "wb") as f:
-            np.savez(f, **{_META: encoded}, **arrays)
+            write(f)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
     return path
+
+
+def write_text_atomic(path: str | Path, text: str) -> Path:
+    """`text` (UTF-8) written to `path` atomically (`write_atomic`)."""
+    return write_atomic(path, lambda f: f.write(text.encode("utf-8")))
+
+
+def write_folder_atomic(target: Path, write: Callable[[Path], None]) -> None:
+    """`write_atomic` for a folder: run `write` into a fresh folder beside `target`, then rename that
+    folder into place.
+
+    Readers only ever open `target`, so an interrupted write leaves nothing they would use; when
+    another process finished first, its folder is as good as ours and ours is dropped.
+    """
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = Path(tempfile.mkdtemp(prefix=f".{target.name}.partial-", dir=target.parent))
+    try:
+        write(partial)
+        os.replace(partial, target)
+    except OSError:
+        if not target.is_dir():
+            raise
+    finally:
+        shutil.rmtree(partial, ignore_errors=True)
+
+
+def write_db(path: str | Path, meta: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> Path:
+    """Write `arrays` and `meta` (JSON-able) to `path`, atomically (`write_atomic`)."""
+    path = Path(path)
+    if _META in arrays:
+        raise ValueError(f"array name {_META!r} is reserved")
+    full = {"format": FORMAT, "version": FORMAT_VERSION, "written": time.strftime("%Y-%m-%dT%H:%M:%S"), **meta}
+    encoded = np.frombuffer(json.dumps(full, sort_keys=True).encode("utf-8"), dtype=np.uint8)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return write_atomic(path, lambda f: np.savez(f, **{_META: encoded}, **arrays))
 
 
 def read_meta(path: str | Path) -> dict[str, Any]:

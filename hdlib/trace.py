@@ -178,6 +178,7 @@ class Generation:
         """The answer with each token coloured by the tier it came from, and the summary below."""
         pieces = self.pieces or [f"[{t}]" for t in self.tokens]
         return (
-            f'<div style="white-space:pre-wrap;font-family:monospace">{presentation.tokens_html(pieces, self.token_tiers)}</div>'
+            '<div style="white-space:pre-wrap;font-family:monospace">'
+            f"{presentation.tokens_html(pieces, self.token_tiers)}</div>"
             f"<div>{presentation.legend_html(self.legend())}</div>{presentation.table_html(self.summary())}"
         )

@@ -46,7 +46,7 @@ from hdlib.budget import ForwardProfile
 from hdlib.errors import HDError
 from hdlib.paths import cache_dir
 from hdlib.store import write_text_atomic
-from hdlib.tiers.base import ModelGuesses
+from hdlib.tiers.base import ModelGuesses, token_before_newest
 from hdlib.tiers.recycling import Successors
 from hdlib.trace import Step
 from hdlib.tree import DraftTree
@@ -106,7 +106,9 @@ class AcceptanceModel:
         self.strength = strength  # pseudo-observations a coarser estimate is worth to a finer one
         self._weight = 1.0  # the weight of an observation now: 1 / decay^steps, so old ones fade
         self._counts: dict[Hashable, _Counts] = {}
-        self._prior_of: dict[Hashable, tuple[float, float] | None] = {}  # kind -> its prior (None: none), looked up once
+        self._prior_of: dict[
+            Hashable, tuple[float, float] | None
+        ] = {}  # kind -> its prior (None: none), looked up once
 
     def probability(self, kinds: tuple[Hashable, ...]) -> float:
         """Acceptance of a node with these kinds (finest first) when its parent is accepted.
@@ -158,9 +160,7 @@ def prior_name(kind: Hashable) -> str:
     return "/".join(str(part) for part in kind) if isinstance(kind, tuple) else str(kind)
 
 
-def tree_kinds(
-    tree: DraftTree, memory: Successors | None = None, before_root: int = -1
-) -> list[tuple[Hashable, ...]]:
+def tree_kinds(tree: DraftTree, memory: Successors | None = None, before_root: int = -1) -> list[tuple[Hashable, ...]]:
     """`node_kinds` of every node (the root's is empty), the model's opinions read from `memory`
     (`before_root`: the context token before the root, -1 if none)."""
     tokens, parents = tree.tokens, tree.parents
@@ -182,9 +182,7 @@ def path_probabilities(tree: DraftTree, model: AcceptanceModel, kinds: list[tupl
     return probs
 
 
-def best_size(
-    path_probs: np.ndarray, profile: ForwardProfile, rate: float | None = None
-) -> tuple[np.ndarray, int]:
+def best_size(path_probs: np.ndarray, profile: ForwardProfile, rate: float | None = None) -> tuple[np.ndarray, int]:
     """The drafted nodes by falling path probability, and how many of them to verify.
 
     Without `rate`, the n that maximises this step's expected tokens per second. With `rate` (the
@@ -222,7 +220,6 @@ class ValueTree:
         self.candidates = candidates
         self.model = AcceptanceModel(prior.rates() if prior is not None else None)
         self.successors = Successors(self.successors_wanted)  # the model's opinions (see share_successors)
-        self.history: list[int] = []  # nodes verified per step
         self._tokens, self._seconds = 0.0, 0.0  # decayed sums over the steps: emitted tokens, forward time
         self._selected: tuple[DraftTree | None, list[tuple[Hashable, ...]]] = (None, [])  # the tree and its kinds
 
@@ -231,15 +228,13 @@ class ValueTree:
 
     def select(self, tree: DraftTree, context: Sequence[int] = ()) -> tuple[DraftTree, tuple[float, ...] | None]:
         if tree.n_drafted == 0:
-            self.history.append(0)
             self._selected = (tree, [()])
             return tree, (1.0,)
-        kinds = tree_kinds(tree, self.successors, context[-2] if len(context) > 1 else -1)
+        kinds = tree_kinds(tree, self.successors, token_before_newest(context))
         probs = path_probabilities(tree, self.model, kinds)
         rate = self._tokens / self._seconds if self._seconds > 0 else None
         order, n = best_size(probs, self.profile, rate)
         kept = np.sort(order[:n])
-        self.history.append(n)
         verified = tree.subtree(kept.tolist())
         self._selected = (verified, [kinds[i] for i in [0, *kept.tolist()]])
         return verified, (1.0, *probs[kept].tolist())
@@ -283,7 +278,9 @@ class AcceptancePrior:
         if data is None or not all(0.0 <= r <= 1.0 and 0.0 <= w < math.inf for r, w in data.values()):
             # A rate above 1 would let a child's path probability pass its parent's: the tree of
             # the best nodes would no longer be a tree. Start afresh, and say so once.
-            print(f"hdlib: {path} is not a valid acceptance prior (damaged?): removed, starting afresh", file=sys.stderr)
+            print(
+                f"hdlib: {path} is not a valid acceptance prior (damaged?): removed, starting afresh", file=sys.stderr
+            )
             path.unlink(missing_ok=True)
             return
         self._data = data

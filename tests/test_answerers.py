@@ -119,7 +119,10 @@ def test_answers_as_text_are_encoded_again_and_counted(tiny_lm):
         answerer = ServerAnswerer(load_text(tiny_lm.source), server.url)
         ids = [tiny_lm.encode_prompt(p) for p in PROMPTS[:4]]
         got = answerer.answer(ids, 10, lambda n: None)
-    want = [tiny_lm.tokenizer(tiny_lm.decode(a), add_special_tokens=False)["input_ids"] for a in generate_answers(tiny_lm, ids, 10)]
+    want = [
+        tiny_lm.tokenizer(tiny_lm.decode(a), add_special_tokens=False)["input_ids"]
+        for a in generate_answers(tiny_lm, ids, 10)
+    ]
     assert got == want and answerer.retokenized == 4
 
 
@@ -160,7 +163,9 @@ def test_an_interrupted_server_build_resumes_without_asking_again(tiny_lm, tmp_p
 
         monkeypatch.setattr(answerer, "answer", interrupted)
         with pytest.raises(KeyboardInterrupt):
-            modeldb.build_model_db(text, tmp_path / "db.npz", PROMPTS, work_dir=tmp_path / "w", answerer=answerer, **BUILD)
+            modeldb.build_model_db(
+                text, tmp_path / "db.npz", PROMPTS, work_dir=tmp_path / "w", answerer=answerer, **BUILD
+            )
         asked = server.completions
         monkeypatch.setattr(answerer, "answer", real)
         modeldb.build_model_db(text, tmp_path / "db.npz", PROMPTS, work_dir=tmp_path / "w", answerer=answerer, **BUILD)

@@ -12,7 +12,7 @@ import json
 import pytest
 from tiny import save_tiny
 
-import hdlib.bench
+import hdlib.bench.run
 import hdlib.models
 from hdlib.bench import (
     ALL_ORDERS,
@@ -133,14 +133,14 @@ def test_an_hd_method_may_end_in_a_fixed_budget():
 
 def test_a_fixed_budget_reaches_generate(lm, monkeypatch):
     steps: dict[int | None, list[tuple[int, int]]] = {}  # budget asked for -> (budget, drafted) of each step
-    real = hdlib.bench.generate
+    real = hdlib.bench.run.generate
 
     def spy(*args, budget=None, **kwargs):
         g = real(*args, budget=budget, **kwargs)
         steps.setdefault(budget, []).extend((s.budget, s.tree.n_drafted) for s in g.steps)
         return g
 
-    monkeypatch.setattr(hdlib.bench, "generate", spy)
+    monkeypatch.setattr(hdlib.bench.run, "generate", spy)
     questions = [Question(1, "qa", ("hello how hello how hello how",))]
     r = run_benchmark(lm, questions, ["hd:C@0", "hd:C@8"], max_new_tokens=64)
     assert set(steps) == {None, 0, 8}  # None: ar, whose empty drafter never drafts
@@ -291,7 +291,10 @@ def test_figures(results):
     assert list(shares) == ["context", "bonus"] and shares["bonus"].marker.color == BONUS.color
 
     orders = synthetic(
-        {n: {"speedup": s, "mat": 1.5} for n, s in [("ar", 1.0), ("hd:M", 1.2), ("hd:CM", 1.6), ("hf", 1.0), ("hd:SC", 1.4)]}
+        {
+            n: {"speedup": s, "mat": 1.5}
+            for n, s in [("ar", 1.0), ("hd:M", 1.2), ("hd:CM", 1.6), ("hf", 1.0), ("hd:SC", 1.4)]
+        }
     )
     assert order_methods(orders) == ["hd:CM", "hd:SC", "hd:M"]
     bars = order_ablation_figure(orders).data[0]

@@ -71,7 +71,17 @@ def test_prompt_longer_than_the_context(capsys, tmp_path, monkeypatch):
 
 def test_generate_on_a_local_model_prints_the_answer_and_the_comparison(capsys, tmp_path):
     folder = save_tiny(tmp_path / "m")
-    argv = ["generate", "--prompt", "hello world how are you " * 4, "--model", str(folder), "--max-new-tokens", "12", "--tiers", "context"]
+    argv = [
+        "generate",
+        "--prompt",
+        "hello world how are you " * 4,
+        "--model",
+        str(folder),
+        "--max-new-tokens",
+        "12",
+        "--tiers",
+        "context",
+    ]
     assert main([*argv, "--budget", "6", "--color", "always"]) == 0
     out = capsys.readouterr().out
     assert "MAT " in out and "speedup " in out and "output identical" in out and "engine overhead" in out
@@ -93,7 +103,18 @@ def test_generate_samples_reproducibly_with_a_seed(capsys, tmp_path):
 def test_generate_says_what_the_rejection_rule_promises(capsys, tmp_path):
     folder = save_tiny(tmp_path / "m")
     argv = ["generate", "--prompt", "hello world how are you " * 4, "--model", str(folder), "--max-new-tokens", "12"]
-    argv += ["--tiers", "context", "--temperature", "2", "--seed", "5", "--sampling-rule", "rejection", "--color", "never"]
+    argv += [
+        "--tiers",
+        "context",
+        "--temperature",
+        "2",
+        "--seed",
+        "5",
+        "--sampling-rule",
+        "rejection",
+        "--color",
+        "never",
+    ]
     assert main(argv) == 0
     out = capsys.readouterr().out
     assert "replays it" not in out and "a seed does not replay it" in out

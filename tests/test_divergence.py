@@ -8,7 +8,7 @@ import pytest
 import torch
 from tiny import VOCAB, save_tiny, tiny_gemma3, tiny_llama
 
-import hdlib.bench
+import hdlib.bench.run
 from hdlib.bench import Answered, BenchResults, divergence_table, identical_line, run_benchmark, summary
 from hdlib.decoding import DecodeSettings, run
 from hdlib.divergence import (
@@ -116,7 +116,7 @@ def lm(tmp_path_factory):
 
 
 def test_the_bench_reports_where_an_hd_answer_parts_from_ar(lm, monkeypatch):
-    real = hdlib.bench.generate
+    real = hdlib.bench.run.generate
 
     def corrupt(lm, prompt_ids, tiers, **kwargs):  # hd:C@8's third token replaced: a parting by construction
         g = real(lm, prompt_ids, tiers, **kwargs)
@@ -124,7 +124,7 @@ def test_the_bench_reports_where_an_hd_answer_parts_from_ar(lm, monkeypatch):
             g.tokens[2] = (g.tokens[2] + 1) % VOCAB
         return g
 
-    monkeypatch.setattr(hdlib.bench, "generate", corrupt)
+    monkeypatch.setattr(hdlib.bench.run, "generate", corrupt)
     seen: list[Answered] = []
     questions = [Question(1, "qa", ("hello world how", "how are you")), Question(2, "rag", ("you are hello",))]
     r = run_benchmark(lm, questions, ["hd:C@8"], max_new_tokens=10, on_question=lambda q, a: seen.append(a))

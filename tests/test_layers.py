@@ -18,13 +18,13 @@ PACKAGE = Path(__file__).resolve().parent.parent / "hdlib"
 LAYERS: list[tuple[str, ...]] = [
     ("errors", "paths"),  # no hdlib imports at all
     ("store", "suffix", "ngram", "sharegpt", "specbench"),  # files, indexes, data sources
-    ("corpus", "cpu"),  # a corpus tokenized; the CPU's prepacked layers, their kernel choices kept
+    ("corpus", "cpu", "packaged"),  # a corpus tokenized; the CPU's prepacked layers; the packaged models' files
     ("tiers.base",),  # the tier interface and the tiers' names
     ("tiers.recycling",),
     ("tiers.context", "tiers.model", "tiers.statistics"),
     ("tiers",),
     ("tree", "presentation", "cache"),  # the draft tree's tensors; the KV cache
-    ("trace", "sampling"),  # the records; the acceptance rule
+    ("trace", "sampling", "choices"),  # the records; the acceptance rule; the model's choices from the logits
     ("budget",),  # the budget policies: no torch, no model
     ("value", "verifier"),
     ("profile", "drafter", "models", "divergence"),  # divergence: where two answers part, and why
@@ -33,12 +33,16 @@ LAYERS: list[tuple[str, ...]] = [
     ("databases",),  # the tier registry, the databases opened
     ("decoding",),
     ("baselines",),
+    ("bench.methods", "bench.records"),  # the method names; turns, questions, metrics, results
+    ("bench.run", "bench.reports", "bench.ranking"),  # answering; the printed report; against the paper
     ("bench",),
     ("benchlog",),
     ("viz.trace",),
-    ("viz.mechanics", "viz.lookup", "viz.bench", "viz.cost", "viz.sampling"),
+    ("viz.tree", "viz.mechanics", "viz.lookup", "viz.bench", "viz.cost", "viz.sampling"),
     ("viz.widgets",),
     ("viz",),
+    ("cli.parser",),  # the command line's arguments
+    ("cli.commands",),
     ("cli",),
     ("__init__", "__main__"),  # the package's face, and `python -m hdlib`
 ]

@@ -18,11 +18,11 @@ from tiny import VOCAB, tiny_gemma3, tiny_llama
 from torch.overrides import TorchFunctionMode
 
 from hdlib.budget import FixedBudget, flat_profile
+from hdlib.choices import TOP_BLOCK, SoftmaxBuffer, model_choices, settle_ties, top_tokens
 from hdlib.decoding import Decoder, DecodeSettings, run
 from hdlib.drafter import Drafter
 from hdlib.tiers import ContextTier, ModelTier, Tier
 from hdlib.value import ValueTree
-from hdlib.verifier import TOP_BLOCK, SoftmaxBuffer, model_choices, settle_ties, top_tokens
 
 READS = frozenset({"item", "tolist", "cpu", "numpy", "__bool__", "__int__", "__float__", "__index__"})
 PROMPT = (5, 6, 7, 8, 9, 5, 6, 7, 8, 9, 5, 6, 7)

@@ -19,7 +19,7 @@ import transformers
 from tiny import WORDS, save_tiny, tiny_tokenizer
 from transformers import LlamaForCausalLM
 
-from hdlib import models
+from hdlib import packaged
 from hdlib.errors import HDError
 from hdlib.models import get_device, load_model, tokenizer_fingerprint
 
@@ -166,7 +166,7 @@ def fake_packages(tmp_path, monkeypatch):
         files[distribution, name] = path
         return path
 
-    monkeypatch.setattr(models, "_package_file", lambda distribution, name: files.get((distribution, name)))
+    monkeypatch.setattr(packaged, "_package_file", lambda distribution, name: files.get((distribution, name)))
     return add
 
 
@@ -179,7 +179,7 @@ def fake_converter(monkeypatch):
         calls.append(gguf.read_bytes())
         save_tiny(out)
 
-    monkeypatch.setattr(models, "_convert_gguf", convert)
+    monkeypatch.setattr(packaged, "_convert_gguf", convert)
     return calls
 
 
@@ -241,7 +241,7 @@ def test_a_failed_conversion_leaves_nothing(cache, fake_packages, monkeypatch):
         (out / "config.json").write_text("{}")
         raise RuntimeError("interrupted")
 
-    monkeypatch.setattr(models, "_convert_gguf", convert)
+    monkeypatch.setattr(packaged, "_convert_gguf", convert)
     with pytest.raises(RuntimeError, match="interrupted"):
         load_model("smollm2-135m")
     assert model_folders(cache) == []
@@ -256,7 +256,7 @@ def test_a_concurrent_writer_that_finished_first_wins(cache, fake_packages, monk
         save_tiny(other)
         (other / "written-by-the-other-process").touch()
 
-    monkeypatch.setattr(models, "_convert_gguf", convert)
+    monkeypatch.setattr(packaged, "_convert_gguf", convert)
     lm = load_model("smollm2-135m")
     assert lm.context_length == 512
     (folder,) = model_folders(cache)  # ours was dropped
@@ -297,9 +297,9 @@ def test_join_parts(tmp_path):
     dest = tmp_path / "out" / "joined.gguf"
     dest.parent.mkdir()
     with pytest.raises(HDError, match="reinstall its parts with: pip install x"):
-        models._join_parts(parts, "0" * 64, dest, reinstall="pip install x")
+        packaged._join_parts(parts, "0" * 64, dest, reinstall="pip install x")
     assert list(dest.parent.iterdir()) == []
-    models._join_parts(parts, hashlib.sha256(b"".join(PARTS)).hexdigest().upper(), dest, reinstall="")
+    packaged._join_parts(parts, hashlib.sha256(b"".join(PARTS)).hexdigest().upper(), dest, reinstall="")
     assert dest.read_bytes() == b"".join(PARTS)
     assert list(dest.parent.iterdir()) == [dest]
 
@@ -320,12 +320,12 @@ def test_the_packaged_smollm2():
     with torch.inference_mode():
         out = lm.model.generate(torch.tensor([ids]), max_new_tokens=12, do_sample=False)
     assert lm.decode(out[0, len(ids) :].tolist()).strip()
-    assert any(p.name.startswith("smollm2-135m-") for p in (models.cache_dir() / "models").iterdir())
+    assert any(p.name.startswith("smollm2-135m-") for p in (packaged.cache_dir() / "models").iterdir())
 
 
 @pytest.mark.slow
 def test_the_packaged_gemma3():
-    if not models.is_installed("gemma3-270m"):
+    if not packaged.is_installed("gemma3-270m"):
         pytest.skip(f"optional model not installed: {GEMMA_INSTALL}")
     lm = load_model("gemma3-270m", device="cpu")
     assert type(lm.model).__name__ == "Gemma3ForCausalLM"

@@ -58,8 +58,12 @@ def test_a_tier_of_ones_own_drafts_and_its_tokens_are_counted_under_its_name(lm)
     plain = hdlib.generate(lm, PROMPT, tiers=(), max_new_tokens=24)
     assert gen.tokens == plain.tokens  # lossless with any tier
     assert gen.tier_order == [C, ECHO] and gen.tier_counts[ECHO] > 0
-    assert gen.summary()["tiers"] == {"context": gen.tier_counts[C], "echo": gen.tier_counts[ECHO], "bonus": gen.tier_counts[BONUS]}
-    assert f'color:{ECHO.color}' in gen._repr_html_()
+    assert gen.summary()["tiers"] == {
+        "context": gen.tier_counts[C],
+        "echo": gen.tier_counts[ECHO],
+        "bonus": gen.tier_counts[BONUS],
+    }
+    assert f"color:{ECHO.color}" in gen._repr_html_()
 
 
 def test_it_shows_in_its_own_colour_in_step_through(lm):
@@ -91,7 +95,9 @@ def test_it_shows_in_tier_drafts_with_its_colour_and_default_rows():
     echo = [r for r in rows if r.tier == ECHO]
     assert [r.tokens for r in echo] == [(6, 6, 6, 6), (7, 5, 6)] and echo[0].count is None
     table = viz.tier_drafts_table(rows).data[0]
-    assert [c for c, name in zip(table.cells.font.color[0], table.cells.values[0]) if name == "echo"] == [ECHO.color] * 2
+    assert [c for c, name in zip(table.cells.font.color[0], table.cells.values[0]) if name == "echo"] == [
+        ECHO.color
+    ] * 2
 
 
 def test_it_is_a_name_and_a_letter_once_registered(registered, lm):
@@ -100,7 +106,9 @@ def test_it_is_a_name_and_a_letter_once_registered(registered, lm):
     assert isinstance(make_tier("echo", lm), Echo)
     assert Method.parse("hd:CX@8").tiers == (C, ECHO)
     unregister_tier(ECHO)
-    with pytest.raises(HDError, match="unknown tier 'X': choose from context \\(C\\), model \\(M\\), statistics \\(S\\)"):
+    with pytest.raises(
+        HDError, match="unknown tier 'X': choose from context \\(C\\), model \\(M\\), statistics \\(S\\)"
+    ):
         parse_tiers("C,X")
 
 

@@ -64,9 +64,9 @@ def test_hd_equals_plain_on_gemma3_across_its_sliding_window():
     """Gemma 3 mixes sliding-window (512) and full attention layers; the long prompt (the start of
     LONG, some 1,100 tokens) is over twice the window. (A prompt of 5,500 tokens took 2.5 min on a
     2-core EPYC and crosses the same window.)"""
-    from hdlib import models
+    from hdlib import models, packaged
 
-    if not models.is_installed("gemma3-270m"):
+    if not packaged.is_installed("gemma3-270m"):
         pytest.skip("optional model not installed (HDLIB_GEMMA=1 make setup)")
     gemma = models.load_model("gemma3-270m")
     long_ids = gemma.encode_prompt(LONG[:4000])
@@ -82,9 +82,9 @@ def test_the_default_tiers_work_for_gemma3_which_has_no_model_database(capsys, m
     is built on first use; it has no model database, so the model tier drafts its recycled part.
     (Built here into a temporary folder from the first 2,000 ShareGPT conversations, by the same
     code: from the whole corpus it took 93 s on a 2-core EPYC and would fill the cache.)"""
-    from hdlib import models, statsdb
+    from hdlib import models, packaged, statsdb
 
-    if not models.is_installed("gemma3-270m"):
+    if not packaged.is_installed("gemma3-270m"):
         pytest.skip("optional model not installed (HDLIB_GEMMA=1 make setup)")
     from hdlib.modeldb import default_model_db_path
     from hdlib.store import read_meta

@@ -15,9 +15,9 @@ import functools
 from collections import Counter
 from collections.abc import Sequence
 
+import numpy as np
 import pytest
 import torch
-import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from oracle import OracleTier
@@ -33,7 +33,6 @@ from hdlib.decoding import DecodeSettings, run
 from hdlib.drafter import Drafter
 from hdlib.errors import HDError
 from hdlib.sampling import (
-    SAMPLING_RULES,
     Warp,
     accept_every_draft,
     chi_square_p_value,
@@ -76,7 +75,10 @@ def test_negative_control_accepting_every_draft_is_caught_by_the_enumeration():
 def test_each_trial_says_how_likely_it_was_reached_and_accepted():
     p = torch.tensor([0.5, 0.3, 0.2], dtype=torch.float64)
     trials, final = node_trials(p, [1, 0])
-    assert [(t.token, t.reach, t.accept) for t in trials] == [(1, 1.0, pytest.approx(0.3)), (0, pytest.approx(0.7), pytest.approx(0.5 / 0.7))]
+    assert [(t.token, t.reach, t.accept) for t in trials] == [
+        (1, 1.0, pytest.approx(0.3)),
+        (0, pytest.approx(0.7), pytest.approx(0.5 / 0.7)),
+    ]
     torch.testing.assert_close(trials[1].residual, torch.tensor([0.5, 0.0, 0.2], dtype=torch.float64) / 0.7)
     torch.testing.assert_close(final, torch.tensor([0.0, 0.0, 1.0], dtype=torch.float64))
 
@@ -93,7 +95,9 @@ def test_drawn_outcomes_pass_the_chi_square_test_and_a_broken_rule_fails_it():
 # --- the warpers ----------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("temperature", "top_k", "top_p"), [(1.0, 0, 1.0), (0.7, 5, 1.0), (1.3, 0, 0.8), (0.5, 20, 0.9)])
+@pytest.mark.parametrize(
+    ("temperature", "top_k", "top_p"), [(1.0, 0, 1.0), (0.7, 5, 1.0), (1.3, 0, 0.8), (0.5, 20, 0.9)]
+)
 def test_warpers_agree_with_transformers(temperature, top_k, top_p):
     torch.manual_seed(0)
     logits = torch.randn(16, 100, dtype=torch.float64) * 3
@@ -322,14 +326,18 @@ def test_negative_control_noise_shared_by_every_position_fails_the_chi_square_te
 def test_negative_control_accepting_every_draft_under_the_gumbel_rule_is_not_plain_sampling(monkeypatch):
     """The seed-by-seed comparison catches a rule that keeps drafts the position's sample is not."""
     want = plain_answers(Warp(1.0), 200)
-    monkeypatch.setattr(hdlib.sampling.DraftTree, "child", lambda tree, node, token: next(iter(tree.children(node)), None))
+    monkeypatch.setattr(
+        hdlib.sampling.DraftTree, "child", lambda tree, node, token: next(iter(tree.children(node)), None)
+    )
     got = answers(Warp(1.0), "L", 8, 200)
     assert sum(g != w for g, w in zip(got, want, strict=True)) > 20
 
 
 def test_negative_control_accepting_every_draft_under_the_gumbel_rule_fails_the_chi_square_test(monkeypatch):
     """A drafted child accepted whatever the position's sample is (as if every draft were the sample)."""
-    monkeypatch.setattr(hdlib.sampling.DraftTree, "child", lambda tree, node, token: next(iter(tree.children(node)), None))
+    monkeypatch.setattr(
+        hdlib.sampling.DraftTree, "child", lambda tree, node, token: next(iter(tree.children(node)), None)
+    )
     warp = Warp(1.0)
     p = chi_square_p_value(sample_answers(warp, "L", 8, n=1000), exact_joint(warp))
     assert p < 1e-6
@@ -343,7 +351,9 @@ def test_a_seed_replays_the_same_answer(make_model):
     model = make_model()
 
     def answer(seed):
-        return run(model, PROMPT * 3, Drafter([ContextTier()]), DecodeSettings(40, 3.0, 0.95, seed=seed), (), FixedBudget(8))
+        return run(
+            model, PROMPT * 3, Drafter([ContextTier()]), DecodeSettings(40, 3.0, 0.95, seed=seed), (), FixedBudget(8)
+        )
 
     first, again, other = answer(7), answer(7), answer(8)
     assert first.tokens == again.tokens and first.seed == 7
@@ -357,14 +367,18 @@ def test_a_seed_replays_the_same_answer(make_model):
 def test_temperature_zero_stays_greedy_whatever_top_p_and_top_k_say():
     model = small_model()
     plain = run(model, PROMPT, None, DecodeSettings(20), ())
-    hd = run(model, PROMPT, Drafter([ContextTier()]), DecodeSettings(20, 0.0, top_p=0.5, top_k=2, seed=1), (), FixedBudget(8))
+    hd = run(
+        model, PROMPT, Drafter([ContextTier()]), DecodeSettings(20, 0.0, top_p=0.5, top_k=2, seed=1), (), FixedBudget(8)
+    )
     assert hd.tokens == plain.tokens and hd.seed is None
     logits = small_model()(torch.tensor([PROMPT])).logits[0, -1]
     assert plain.tokens[0] == int(logits.argmax())
 
 
 def test_sampled_tokens_carry_the_tier_of_their_node():
-    got = run(small_model(), PROMPT, Drafter([LikelyTier(Warp(1.0))]), DecodeSettings(N_NEW, 1.0, seed=3), (), FixedBudget(8))
+    got = run(
+        small_model(), PROMPT, Drafter([LikelyTier(Warp(1.0))]), DecodeSettings(N_NEW, 1.0, seed=3), (), FixedBudget(8)
+    )
     for step in got.steps:
         assert step.tiers[-1] is BONUS
         drafted = [step.tree.tokens[n] for n in step.accepted_nodes[1:]]
@@ -457,7 +471,14 @@ def test_the_rejection_rule_gives_the_same_distribution_but_another_sample(name)
 def test_the_gumbel_rule_records_each_childs_probability_as_its_chance_of_acceptance():
     prompt, warp, seed = (5, 6, 7, 8, 9) * 3, Warp(1.0), 4
     want = plain_sample("llama", prompt, 30, warp, seed)
-    got = run(same_model("llama"), prompt, truth_drafter("OC", list(prompt) + want, seed), sampled(warp, 30, seed), (), FixedBudget(12))
+    got = run(
+        same_model("llama"),
+        prompt,
+        truth_drafter("OC", list(prompt) + want, seed),
+        sampled(warp, 30, seed),
+        (),
+        FixedBudget(12),
+    )
     for step in got.steps:
         reached = set(step.accepted_nodes)
         for node in range(1, len(step.tree)):

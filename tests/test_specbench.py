@@ -35,7 +35,11 @@ def test_tasks_and_per_task(tmp_path):
 
 @pytest.mark.parametrize(
     "bad, message",
-    [("{not json", "line 2"), (json.dumps({"question_id": 9, "turns": ["x"]}), "line 2"), (json.dumps({"question_id": 9, "category": "qa", "turns": []}), "no turns")],
+    [
+        ("{not json", "line 2"),
+        (json.dumps({"question_id": 9, "turns": ["x"]}), "line 2"),
+        (json.dumps({"question_id": 9, "category": "qa", "turns": []}), "no turns"),
+    ],
 )
 def test_a_malformed_line_stops_with_its_number(tmp_path, bad, message):
     path = write(tmp_path / "q.jsonl", [{"question_id": 1, "category": "qa", "turns": ["a"]}, bad])

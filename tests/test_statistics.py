@@ -351,7 +351,8 @@ def test_hd_with_the_statistics_tier_equals_plain_greedy(prompt, budget, seed):
 @pytest.mark.slow
 def test_the_default_database_drafts_fast_and_sensibly():
     """On the full ShareGPT database when it is built (`hdlib build-db statistics`, about 2 minutes)."""
-    from hdlib.models import is_installed, load_model
+    from hdlib.models import load_model
+    from hdlib.packaged import is_installed
 
     if not is_installed("smollm2-135m"):
         pytest.skip("the packaged model is not installed")

@@ -199,7 +199,7 @@ def test_tree_labels_are_cut_to_their_column_and_whole_on_hover():
     words = {12: "environment", 13: "environmental"}
     fig = viz.draft_tree_figure(deep, lambda t: words.get(t, "ab"))
     texts = [t for trace in fig.data for t in trace.text or ()]
-    room = int(viz.trace.TREE_PLOT_PX / 12.2 / viz.trace.LABEL_CHAR_PX)
+    room = int(viz.tree.TREE_PLOT_PX / 12.2 / viz.tree.LABEL_CHAR_PX)
     assert max(len(t) for t in texts) <= room < len("environment")
     hover = trace_of(fig, "statistics").hovertext
     assert "environment" in hover[0] and "environmental" in hover[1]
@@ -266,7 +266,10 @@ def test_a_figure_output_shows_one_whole_figure_in_plotly_s_own_mime_type():
         (shown,) = out.widget.outputs
         drawn = shown["data"][viz.widgets.PLOTLY_MIME]
         assert out.figure is fig and shown["output_type"] == "display_data"
-        assert drawn["data"] == json.loads(fig.to_json())["data"] and drawn["layout"] == json.loads(fig.to_json())["layout"]
+        assert (
+            drawn["data"] == json.loads(fig.to_json())["data"]
+            and drawn["layout"] == json.loads(fig.to_json())["layout"]
+        )
         assert all("marker" not in t for t in drawn["data"] if t.get("mode") == "lines")  # nothing undefined
         assert shown["data"]["text/plain"].startswith("<plotly figure: ")
 
@@ -488,7 +491,9 @@ def expected_tokens(gen: Generation, upto: int) -> dict[str, list[int]]:
 
 
 def tree_nodes(view) -> dict[str, list[int]]:
-    return {t.name: [int(c[0]) for c in t.customdata or ()] for t in view.tree_fig.figure.data if t.customdata is not None}
+    return {
+        t.name: [int(c[0]) for c in t.customdata or ()] for t in view.tree_fig.figure.data if t.customdata is not None
+    }
 
 
 def last_step(view) -> None:
@@ -681,7 +686,10 @@ def test_cost_points_weigh_each_steps_drafts_with_the_profile():
     assert point.speedup_flat == pytest.approx(2.0)
     fig = viz.cost_figure(linear, [point])
     line = fig.data[0]
-    assert list(line.y[:3]) == pytest.approx([1.0, 1.1, 1.2]) and (fig.data[2].x[0], fig.data[2].y[0]) == (point.nodes, 2.0)
+    assert list(line.y[:3]) == pytest.approx([1.0, 1.1, 1.2]) and (fig.data[2].x[0], fig.data[2].y[0]) == (
+        point.nodes,
+        2.0,
+    )
     assert list(fig.data[3].y) == pytest.approx([point.speedup_here, point.speedup_flat])
 
 
@@ -692,7 +700,10 @@ def test_the_trials_and_outcome_figures_show_the_rule():
     assert len(fig.data) == 4  # the distribution, two trials, the final draw
     assert "accept with p = 0.30" in fig.layout.annotations[1].text
     assert list(fig.data[3].y) == pytest.approx([0.0, 0.0, 1.0])  # t0, t1 rejected: only t2 is left
-    runs = {"HD": sample_outcomes(p, [1, 0], 2000, seed=3), "broken": sample_outcomes(p, [1, 0], 2000, rule=accept_every_draft)}
+    runs = {
+        "HD": sample_outcomes(p, [1, 0], 2000, seed=3),
+        "broken": sample_outcomes(p, [1, 0], 2000, rule=accept_every_draft),
+    }
     out = viz.outcomes_figure(p, runs)
     assert [t.name.split(":")[0] for t in out.data] == ["exact", "HD", "broken"]
     assert out.data[2].marker.color == "#D55E00" and out.data[1].marker.color != "#D55E00"  # the broken rule fails
@@ -701,13 +712,23 @@ def test_the_trials_and_outcome_figures_show_the_rule():
 def test_the_tree_marks_each_rejection_with_what_the_model_wanted():
     step = hand_trace().steps[0]  # accepted 0 -> 1 -> 2, then the bonus token 9
     record = dataclasses.replace(
-        step, choices=(1, 2, 9, 0, 0, 0), choice_probs=(0.9, 0.8, 0.7, 0.5, 0.5, 0.5), accept_probs=(1.0, 1.0, 1.0, 0.0, 0.0, 0.0)
+        step,
+        choices=(1, 2, 9, 0, 0, 0),
+        choice_probs=(0.9, 0.8, 0.7, 0.5, 0.5, 0.5),
+        accept_probs=(1.0, 1.0, 1.0, 0.0, 0.0, 0.0),
     )
     assert record.rejected() == [3, 4, 5]  # tried (their parents were reached) and refused
     fig = viz.draft_tree_figure(record, label=lambda t: f"w{t}")
     crossed = trace_of(fig, "rejected")
-    assert [int(c[0]) for c in crossed.customdata] == [3, 4, 5] and list(crossed.text) == ["\u2192 w9", "\u2192 w2", "\u2192 w1"]
+    assert [int(c[0]) for c in crossed.customdata] == [3, 4, 5] and list(crossed.text) == [
+        "\u2192 w9",
+        "\u2192 w2",
+        "\u2192 w1",
+    ]
     hover = {int(c[0]): h for t in fig.data if t.customdata for c, h in zip(t.customdata, t.hovertext)}
-    assert "rejected: the model wanted 2 'w2' after its parent" in hover[4] and "probability of acceptance: 0.00" in hover[4]
+    assert (
+        "rejected: the model wanted 2 'w2' after its parent" in hover[4]
+        and "probability of acceptance: 0.00" in hover[4]
+    )
     assert "the model's choice after it: 9 'w9' (p 0.70)" in hover[2] and "rejected" not in hover[2]
     assert len(trace_of(viz.draft_tree_figure(step), "rejected").x) == 0  # a record without them marks nothing

@@ -73,7 +73,10 @@ def compare(request, name: str, built: Path, reference: Path) -> float:
     a, b = ngram_set(built), ngram_set(reference)
     overlap = len(a & b) / len(a | b)
     same = sum(x == y for x, y in zip(answers(built.parent / "w"), answers(reference.parent / "w")))
-    line = f"{name}: n-gram overlap with transformers {overlap:.3f} ({len(a)} vs {len(b)}); {same}/{PROMPTS} answers identical"
+    line = (
+        f"{name}: n-gram overlap with transformers {overlap:.3f} ({len(a)} vs {len(b)}); "
+        f"{same}/{PROMPTS} answers identical"
+    )
     reporter = request.config.pluginmanager.get_plugin("terminalreporter")
     if reporter is not None:
         reporter.write_line(line)
@@ -106,7 +109,8 @@ def test_vllm_serve_builds_the_database_through_the_server(vllm_python, transfor
     port = free_port()
     log = (tmp_path / "serve.log").open("w")
     server = subprocess.Popen(
-        [str(vllm_python), "-m", "vllm.entrypoints.openai.api_server", "--model", folder, "--host", "127.0.0.1", "--port", str(port),
+        [str(vllm_python), "-m", "vllm.entrypoints.openai.api_server", "--model", folder,
+         "--host", "127.0.0.1", "--port", str(port),
          "--served-model-name", "smollm2", "--dtype", "float32", "--max-model-len", "1024", "--enforce-eager"],
         env=ENV, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
     )  # fmt: skip

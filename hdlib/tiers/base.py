@@ -17,6 +17,11 @@ from typing import ClassVar
 from hdlib.errors import HDError
 
 Draft = tuple[int, ...]
+
+
+def token_before_newest(context: Sequence[int]) -> int:
+    """The context's token before its newest one (a draft tree's root), -1 where there is none."""
+    return int(context[-2]) if len(context) > 1 else -1
 """A proposed continuation of the context: token ids, first token first."""
 
 

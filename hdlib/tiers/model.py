@@ -39,8 +39,8 @@ Continuation = tuple[Draft, int]  # (tokens after the key, document frequency)
 class ModelSettings:
     max_key: int | None = None  # longest suffix matched; None: n - 1, every key the n-grams have
     # The authors key on the last token alone. On a CPU a draft is not free, and a 1-token key matches
-    # at nearly every step: measured on SmolLM2-135M (12 prompts, budget 8, behind the context tier),
-    # min_key 1 raised tokens per step 1.69 -> 1.95 but CPU time by 23 %; min_key 2: 1.85 and 9 %.
+    # at nearly every step: on SmolLM2-135M behind the context tier it raised the tokens per step a
+    # little and the CPU time much more than a 2-token key did (the measurement: commit 5037e59).
     min_key: int = 2
     per_key: int = 4  # continuations kept per key, most frequent first
     # The online part (hdlib.tiers.recycling): the model's own top guesses after each token, as the

@@ -15,7 +15,7 @@ import heapq
 from collections.abc import Sequence
 
 from hdlib.errors import HDError
-from hdlib.tiers.base import ModelGuesses, Proposal
+from hdlib.tiers.base import ModelGuesses, Proposal, token_before_newest
 
 SOURCE = "recycled"
 
@@ -77,7 +77,7 @@ class Successors:
         the heap holds about two entries per proposal instead of `width`. Equal scores go in the
         order they entered the heap."""
         found: list[Proposal] = []
-        start = (int(context[-2]) if len(context) > 1 else -1, int(context[-1]))
+        start = (token_before_newest(context), int(context[-1]))
         # (-score, entry number, path, its probabilities, order used, the parent's score and guesses, rank)
         heap: list[tuple[float, int, tuple[int, ...], tuple[float, ...], int, float, tuple, int]] = []
         entries = 0

@@ -168,7 +168,8 @@ class StatisticsTier(DraftTier):
         """The drafts, each with how often the corpus continues its key so, and the key's length."""
         found = self.search(context, budget)
         return [
-            DraftRow(d.tokens, d.count, share[0], d.key_length) for d, share in zip(found.drafts, found.shares, strict=True)
+            DraftRow(d.tokens, d.count, share[0], d.key_length)
+            for d, share in zip(found.drafts, found.shares, strict=True)
         ]
 
     def search(self, context: Sequence[int], budget: int) -> Explanation:

@@ -27,14 +27,13 @@ from hdlib.viz.sampling import outcomes_figure, trials_figure
 from hdlib.viz.trace import (
     answer_pieces,
     compare_figure,
-    draft_tree_figure,
     figure_tiers,
     tier_steps_figure,
     token_figure,
     token_labeller,
     token_layout,
-    tree_layout,
 )
+from hdlib.viz.tree import draft_tree_figure, tree_layout
 from hdlib.viz.widgets import (
     FigureOutput,
     Settings,

@@ -168,7 +168,8 @@ def order_comparison_figure(comparison: OrderComparison, reference: str = "paper
     )
     fig.update_layout(
         title=(
-            f"orders here against the {reference}: Spearman {comparison.spearman:.2f}, Kendall {comparison.kendall:.2f} "
+            f"orders here against the {reference}: Spearman {comparison.spearman:.2f}, "
+            f"Kendall {comparison.kendall:.2f} "
             f"({len(orders)} orders)"
         ),
         xaxis_title=f"{reference}'s speedup",

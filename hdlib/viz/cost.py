@@ -101,40 +101,9 @@ def cost_figure(profile: ForwardProfile, points: Sequence[CostPoint] = (), max_k
         col=1,
     )
     for i, p in enumerate(points):
-        color = RUN_COLORS[(i + 1) % len(RUN_COLORS)]
-        fig.add_trace(
-            go.Scatter(
-                name=p.name,
-                legendgroup=p.name,
-                x=[p.nodes],
-                y=[p.mat],
-                mode="markers+text",
-                text=[p.name],
-                textposition="top center",
-                marker={"color": color, "size": 11},
-                hovertemplate=(
-                    f"{p.name}: {p.nodes:.1f} nodes per step, MAT {p.mat:.2f} "
-                    f"(break-even {p.break_even:.2f})<extra></extra>"
-                ),
-            ),
-            row=1,
-            col=1,
-        )
-        fig.add_trace(
-            go.Bar(
-                name=p.name,
-                legendgroup=p.name,
-                showlegend=False,
-                x=["this machine", "flat forward time"],
-                y=[p.speedup_here, p.speedup_flat],
-                marker_color=color,
-                text=[f"{p.speedup_here:.2f}x", f"{p.speedup_flat:.2f}x"],
-                textposition="outside",
-                hovertemplate=f"{p.name}, %{{x}}: %{{y:.2f}}x<extra></extra>",
-            ),
-            row=1,
-            col=2,
-        )
+        point, bars = _run_traces(p, RUN_COLORS[(i + 1) % len(RUN_COLORS)])
+        fig.add_trace(point, row=1, col=1)
+        fig.add_trace(bars, row=1, col=2)
     fig.add_hline(y=1.0, line_dash="dash", line_color="#555555", row=1, col=2)
     fig.update_xaxes(title_text="draft tokens verified per step (k)", row=1, col=1)
     fig.update_yaxes(title_text="tokens per step", rangemode="tozero", row=1, col=1)
@@ -149,3 +118,32 @@ def cost_figure(profile: ForwardProfile, points: Sequence[CostPoint] = (), max_k
         margin={"t": 80},
     )
     return fig
+
+
+def _run_traces(p: CostPoint, color: str) -> tuple[go.Scatter, go.Bar]:
+    """One run: its (nodes, MAT) point beside the break-even line, and its speedup here and where flat."""
+    point = go.Scatter(
+        name=p.name,
+        legendgroup=p.name,
+        x=[p.nodes],
+        y=[p.mat],
+        mode="markers+text",
+        text=[p.name],
+        textposition="top center",
+        marker={"color": color, "size": 11},
+        hovertemplate=(
+            f"{p.name}: {p.nodes:.1f} nodes per step, MAT {p.mat:.2f} (break-even {p.break_even:.2f})<extra></extra>"
+        ),
+    )
+    bars = go.Bar(
+        name=p.name,
+        legendgroup=p.name,
+        showlegend=False,
+        x=["this machine", "flat forward time"],
+        y=[p.speedup_here, p.speedup_flat],
+        marker_color=color,
+        text=[f"{p.speedup_here:.2f}x", f"{p.speedup_flat:.2f}x"],
+        textposition="outside",
+        hovertemplate=f"{p.name}, %{{x}}: %{{y:.2f}}x<extra></extra>",
+    )
+    return point, bars

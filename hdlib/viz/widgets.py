@@ -27,6 +27,7 @@ import plotly.graph_objects as go
 import plotly.io as pio
 
 from hdlib import presentation
+from hdlib.budget import FIXED_BUDGET
 from hdlib.databases import make_tier, parse_tiers
 from hdlib.decoding import generate
 from hdlib.errors import HDError
@@ -38,11 +39,11 @@ from hdlib.trace import Generation
 from hdlib.viz.mechanics import attention_mask_figure, cache_compaction_figure, position_ids_figure
 from hdlib.viz.trace import (
     TokenLabel,
-    draft_tree_figure,
     tier_steps_figure,
     token_figure,
     token_labeller,
 )
+from hdlib.viz.tree import draft_tree_figure
 
 
 @dataclass(frozen=True)
@@ -160,7 +161,7 @@ class StepThrough:
         temperature: float = 0.0,
         seed: int = 0,
         max_new_tokens: int = 64,
-        budget: int | None = 8,
+        budget: int | None = FIXED_BUDGET,
         width: int = 80,
     ) -> None:
         if generate is None and lm is None:
@@ -186,6 +187,15 @@ class StepThrough:
         enabled = [t.tier if isinstance(t, DraftTier) else t for t in given]
         offered = enabled + [t for t in DEFAULT_TIERS if t not in enabled]
 
+        self._make_controls(choices, offered, enabled, temperature, seed)
+        self.tokens_fig, self.tree_fig, self.steps_fig = FigureOutput(), FigureOutput(), FigureOutput()
+        self.widget = self._wire()
+        self.refresh()
+
+    def _make_controls(
+        self, choices: dict[str, str], offered: list[Tier], enabled: list[Tier], temperature: float, seed: int
+    ) -> None:
+        """The prompt, tier, order, temperature, seed and step controls."""
         self.prompt_choice = widgets.Dropdown(
             options=list(choices.items()), description="prompt", layout={"width": "95%"}
         )
@@ -216,14 +226,14 @@ class StepThrough:
         self.play = widgets.Play(value=0, min=0, max=0, interval=800, description="play")
         widgets.link((self.play, "value"), (self.step, "value"))  # kernel-side, so tests see it too
 
-        self.tokens_fig, self.tree_fig, self.steps_fig = FigureOutput(), FigureOutput(), FigureOutput()
-
+    def _wire(self) -> widgets.VBox:
+        """The controls observed, and all of them laid out in one box."""
         self.prompt_choice.observe(self._on_choice, names="value")
         for w in [self.prompt_text, self.order, self.temperature, self.seed, *self.tier_boxes.values()]:
             w.observe(self._on_settings, names="value")
         self.step.observe(self._on_step, names="value")
 
-        self.widget = widgets.VBox(
+        return widgets.VBox(
             [
                 self.prompt_choice,
                 self.prompt_text,
@@ -236,7 +246,6 @@ class StepThrough:
                 self.steps_fig.widget,
             ]
         )
-        self.refresh()
 
     # The logic -------------------------------------------------------------------------------------
 

@@ -1,0 +1,97 @@
+"""Side-by-side benchmarks: every method over the same questions, in one process, interleaved.
+
+Methods by name: `ar` is plain decoding in hdlib's own loop (the baseline); `hf` is transformers'
+`model.generate` (greedy), `hf-pld` the same with prompt lookup decoding (see hdlib.baselines);
+`hd` is HD with the default tiers and order; `hd:ORDER` names the tiers by letter in the order they
+are asked (`hd:C`, `hd:CM`, `hd:SCM`); `hd:all-orders` stands for all 15 ordered non-empty subsets
+of C, M, S. Any hd method may end in `@N` to draft a fixed N tokens per step instead of a budget
+chosen per step from the measured forward time (`hd:CMS@64`; `hd:all-orders@16` puts `@16` on every
+order): where the forward time is flat in k (a GPU) what counts is the MAT at a large fixed budget,
+and that can be measured on any machine. Question by question, after a warm-up, every method answers
+every turn (the conversation so far is the baseline's), so the drift of a shared machine hits all of
+them alike.
+
+Each answered turn is kept as a `Turn` (counts, seconds, a digest of the tokens) and each question
+as an `Answered` record; the metrics are computed from those records only, so a run resumed from
+its raw results file (hdlib.benchlog) aggregates exactly like an uninterrupted one. The results are
+a `BenchResults` (each method's `Metrics` overall and per task); `to_json` writes the file
+`hdlib bench --out` holds and `from_json` reads one back, older files included.
+
+Tier letters in `hd:ORDER` are any known tier's (`hdlib.databases.register_tier`): `hd:CX` asks the
+context tier, then the tier whose letter is X.
+
+Metrics follow Spec-Bench: throughput per question = new tokens / wall time over its turns; speedup =
+mean throughput of the method / mean throughput of `ar`; MAT = mean tokens per step over all steps
+(the bonus token included); `identical_frac` = share of questions whose every turn is token for
+token `ar`'s. At temperature > 0 hdlib's methods sample with the same seeds, and with the default
+sampling rule ("gumbel") every hd method's answer is `ar`'s too; with "rejection", and for
+transformers' methods, only the distribution is the same.
+
+The package: `methods` (the names), `records` (turns, questions, metrics, results and their JSON),
+`run` (answering, interleaved), `reports` (the printed tables), `ranking` (against the paper's order
+ablation).
+"""
+
+from hdlib.bench.methods import ALL_ORDERS, Method, all_orders, expand, parse_methods, split_budget
+from hdlib.bench.ranking import PAPER_ORDERS, OrderComparison, compare_orders, kendall, ranks, spearman
+from hdlib.bench.records import (
+    METRICS,
+    Answered,
+    BenchResults,
+    MethodResult,
+    Metrics,
+    Results,
+    Tally,
+    Turn,
+    TurnDivergence,
+    aggregate,
+    digest,
+)
+from hdlib.bench.reports import (
+    FAIRNESS_LIMIT,
+    divergence_table,
+    fairness_line,
+    identical_line,
+    overall_table,
+    summary,
+    table,
+)
+from hdlib.bench.run import MethodProgress, answer, find_divergences, progress_line, run_benchmark
+
+__all__ = [
+    "ALL_ORDERS",
+    "FAIRNESS_LIMIT",
+    "METRICS",
+    "PAPER_ORDERS",
+    "Answered",
+    "BenchResults",
+    "Method",
+    "MethodProgress",
+    "MethodResult",
+    "Metrics",
+    "OrderComparison",
+    "Results",
+    "Tally",
+    "Turn",
+    "TurnDivergence",
+    "aggregate",
+    "all_orders",
+    "answer",
+    "compare_orders",
+    "digest",
+    "divergence_table",
+    "expand",
+    "fairness_line",
+    "find_divergences",
+    "identical_line",
+    "kendall",
+    "overall_table",
+    "parse_methods",
+    "progress_line",
+    "ranks",
+    "run_benchmark",
+    "spearman",
+    "split_budget",
+    "summary",
+    "table",
+]

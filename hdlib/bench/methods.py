@@ -1,0 +1,85 @@
+"""The methods a benchmark compares, by name: `ar`, `hf`, `hf-pld`, `hd`, `hd:ORDER`, `hd:all-orders`,
+each hd method with an optional fixed budget `@N` (see hdlib.bench)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from itertools import permutations
+
+from hdlib.baselines import PROMPT_LOOKUP_TOKENS
+from hdlib.databases import parse_tiers
+from hdlib.errors import HDError
+from hdlib.tiers import DEFAULT_TIERS, Tier
+
+ALL_ORDERS = "hd:all-orders"
+
+
+@dataclass(frozen=True)
+class Method:
+    name: str  # as given, `@N` included: results are keyed by it
+    tiers: tuple[Tier, ...] = ()  # hdlib methods: the tiers in order; empty is plain decoding
+    transformers: bool = False  # answered by `model.generate` instead of hdlib's loop
+    prompt_lookup: int | None = None  # transformers only: prompt lookup decoding, tokens per draft
+    budget: int | None = None  # hd methods: draft tokens per step; None chooses it per step
+
+    @classmethod
+    def parse(cls, name: str) -> Method:
+        base, budget = split_budget(name)
+        if base == "ar":
+            return cls(name)
+        if base == "hf":
+            return cls(name, transformers=True)
+        if base == "hf-pld":
+            return cls(name, transformers=True, prompt_lookup=PROMPT_LOOKUP_TOKENS)
+        if base == "hd":
+            return cls(name, DEFAULT_TIERS, budget=budget)
+        if base.startswith("hd:") and len(base) > 3:
+            return cls(name, tuple(parse_tiers(list(base[3:]))), budget=budget)  # type: ignore[arg-type]  (letters give Tiers)
+        raise HDError(
+            f"unknown method {name!r}: use ar, hf, hf-pld, hd, hd:ORDER (tier letters C, M, S or a registered "
+            "tier's, e.g. hd:CM) "
+            f"or {ALL_ORDERS}; an hd method may end in @N for a fixed budget of N draft tokens per step "
+            "(e.g. hd:CMS@64)"
+        )
+
+
+def split_budget(name: str) -> tuple[str, int | None]:
+    """`hd:CMS@64` -> ("hd:CMS", 64); a name without `@` -> (name, None). Only hd methods take `@N`."""
+    base, at, suffix = name.partition("@")
+    if not at:
+        return name, None
+    if base in ("ar", "hf", "hf-pld"):
+        raise HDError(
+            f"method {name!r}: only hd methods take a fixed budget @N (hd@N, hd:ORDER@N, {ALL_ORDERS}@N), not {base}"
+        )
+    # Digits only, no leading zero: `hd:C@8` and `hd:C@08` would otherwise be two methods in the results.
+    if not (suffix.isascii() and suffix.isdigit()) or (len(suffix) > 1 and suffix[0] == "0"):
+        raise HDError(
+            f"method {name!r}: the budget after @ must be a non-negative integer, the draft tokens per step "
+            f"(e.g. {base}@16; @0 drafts nothing)"
+        )
+    return base, int(suffix)
+
+
+def all_orders() -> list[str]:
+    """The 15 ordered non-empty subsets of hdlib's three tiers as method names: hd:C ... hd:SMC."""
+    letters = [t.letter for t in DEFAULT_TIERS]
+    return [f"hd:{''.join(p)}" for n in range(1, len(letters) + 1) for p in permutations(letters, n)]
+
+
+def expand(name: str) -> list[str]:
+    """hd:all-orders (with its `@N`, if any, on every order) -> the 15 orders; any other name -> itself."""
+    base, budget = split_budget(name)
+    if base != ALL_ORDERS:
+        return [name]
+    return [order if budget is None else f"{order}@{budget}" for order in all_orders()]
+
+
+def parse_methods(names: str | Sequence[str]) -> list[Method]:
+    """Method names ("hf,hd:C@8" or a list) -> methods, `ar` first, each once, hd:all-orders expanded."""
+    items = [n.strip() for n in names.split(",")] if isinstance(names, str) else [n.strip() for n in names]
+    if any(not n for n in items):
+        raise HDError(f"empty method name in {names!r}")
+    expanded = [order for n in items for order in expand(n)]
+    return [Method.parse(n) for n in dict.fromkeys(["ar", *expanded])]

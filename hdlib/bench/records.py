@@ -1,0 +1,265 @@
+"""What a benchmark keeps: each answered turn (`Turn`), each question (`Answered`), the metrics
+computed from those records only (`aggregate`), and a run's results (`BenchResults`) with their JSON."""
+
+from __future__ import annotations
+
+import hashlib
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from hdlib.baselines import HFGeneration
+from hdlib.divergence import Divergence
+from hdlib.tiers import BONUS
+from hdlib.trace import Generation
+
+LEGACY_BONUS = "target"  # what files written before hdlib named the bonus token "bonus" call it
+
+
+def _tier_counts(counts: Mapping[str, Any], kind: type) -> dict[str, Any]:
+    """Per-tier numbers from a file, the bonus token under its name whatever the file's age."""
+    return {BONUS.name if str(k) == LEGACY_BONUS else str(k): kind(v) for k, v in counts.items()}
+
+
+def digest(tokens: Sequence[int]) -> str:
+    """16 hex characters naming a token sequence: equal answers have equal digests."""
+    return hashlib.sha256(",".join(map(str, tokens)).encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One answered turn, as the raw results file keeps it: what the metrics need, no more."""
+
+    tokens: int  # new tokens, the end token included
+    steps: int  # forward passes that emitted tokens
+    wall_s: float  # prefill included
+    draft_s: float  # asking the tiers (0 for transformers' methods: not separable)
+    overhead_s: float  # step time outside the forward pass
+    step_s: float  # all steps (hdlib: prefill excluded; transformers: wall time)
+    tiers: dict[str, int]  # emitted tokens per tier by name, bonus tokens under "bonus"; {} for transformers
+    digest: str  # of the token ids, to tell identical outputs
+    text: str = field(default="", compare=False, repr=False)  # the answer; not kept in the file
+    ids: tuple[int, ...] = field(default=(), compare=False, repr=False)  # its token ids; not kept either
+    prompt_ids: tuple[int, ...] = field(default=(), compare=False, repr=False)  # the prompt's; not kept
+
+    @classmethod
+    def of(cls, g: Generation) -> Turn:
+        t = g.step_time
+        tiers = {tier.name: n for tier, n in sorted(g.tier_counts.items(), key=lambda item: item[0].name)}
+        counts = (len(g.tokens), len(g.steps), g.wall_s, t.draft, t.overhead, t.total, tiers, digest(g.tokens))
+        return cls(*counts, g.text, tuple(g.tokens), tuple(g.prompt_ids))
+
+    @classmethod
+    def of_transformers(cls, g: HFGeneration, text: str) -> Turn:
+        overhead = max(g.wall_s - g.forward_s, 0.0)
+        return cls(len(g.tokens), g.forward_calls, g.wall_s, 0.0, overhead, g.wall_s, {}, digest(g.tokens), text)
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            k: getattr(self, k)
+            for k in ("tokens", "steps", "wall_s", "draft_s", "overhead_s", "step_s", "tiers", "digest")
+        }
+
+    @classmethod
+    def from_json(cls, row: Mapping[str, Any]) -> Turn:
+        return cls(
+            int(row["tokens"]),
+            int(row["steps"]),
+            *(float(row[k]) for k in ("wall_s", "draft_s", "overhead_s", "step_s")),
+            _tier_counts(row["tiers"], int),
+            str(row["digest"]),
+        )
+
+
+@dataclass(frozen=True)
+class TurnDivergence:
+    """Where one turn of an hd method parts from `ar`'s, and `ar`'s logits there (`hdlib.divergence`)."""
+
+    question_id: int
+    method: str
+    turn: int
+    divergence: Divergence
+
+    def to_json(self) -> dict[str, Any]:
+        return {"question_id": self.question_id, "method": self.method, "turn": self.turn, **self.divergence.to_json()}
+
+    @classmethod
+    def from_json(cls, row: Mapping[str, Any]) -> TurnDivergence:
+        return cls(int(row["question_id"]), str(row["method"]), int(row["turn"]), Divergence.from_json(row))
+
+
+@dataclass(frozen=True)
+class Answered:
+    """Every method's turns on one question."""
+
+    question_id: int
+    task: str
+    runs: dict[str, list[Turn]]  # method name -> one Turn per turn of the question
+    divergences: list[TurnDivergence] = field(default_factory=list)  # the hd turns that part from `ar`'s
+
+    def to_json(self) -> dict[str, object]:
+        runs = {name: [t.to_json() for t in turns] for name, turns in self.runs.items()}
+        parted = {"divergences": [d.to_json() for d in self.divergences]} if self.divergences else {}
+        return {"question_id": self.question_id, "task": self.task, "runs": runs, **parted}
+
+    @classmethod
+    def from_json(cls, row: Mapping[str, Any]) -> Answered:
+        runs = {str(name): [Turn.from_json(t) for t in turns] for name, turns in row["runs"].items()}
+        parted = [TurnDivergence.from_json(d) for d in row.get("divergences", [])]
+        return cls(int(row["question_id"]), str(row["task"]), runs, parted)
+
+
+@dataclass(frozen=True)
+class Metrics:
+    """Spec-Bench's numbers for one method over some questions (see the module docstring)."""
+
+    speedup: float  # mean throughput over `ar`'s
+    mat: float  # tokens per step, the bonus token included
+    tokens_per_s: float  # mean throughput per question
+    draft_ms: float  # asking the tiers, per step
+    overhead_frac: float  # step time outside the forward pass
+    identical_frac: float  # questions whose every turn is `ar`'s, token for token
+    tier_share: dict[str, float]  # emitted tokens by tier name, the bonus token's under "bonus"; {} for transformers
+
+    def to_json(self) -> dict[str, Any]:
+        return {**{k: getattr(self, k) for k in METRICS}, "tier_share": dict(self.tier_share)}
+
+    @classmethod
+    def from_json(cls, row: Mapping[str, Any]) -> Metrics:
+        return cls(*(float(row[k]) for k in METRICS), _tier_counts(row.get("tier_share", {}), float))
+
+
+METRICS = ("speedup", "mat", "tokens_per_s", "draft_ms", "overhead_frac", "identical_frac")  # the float ones
+
+
+@dataclass(frozen=True)
+class MethodResult:
+    overall: Metrics
+    tasks: dict[str, Metrics]  # in the order the tasks first appear
+
+    def to_json(self) -> dict[str, Any]:
+        return {"overall": self.overall.to_json(), "tasks": {t: m.to_json() for t, m in self.tasks.items()}}
+
+    @classmethod
+    def from_json(cls, row: Mapping[str, Any]) -> MethodResult:
+        return cls(Metrics.from_json(row["overall"]), {str(t): Metrics.from_json(m) for t, m in row["tasks"].items()})
+
+
+@dataclass(frozen=True)
+class BenchResults:
+    """A benchmark run: where it ran and every method's metrics (`ar` first)."""
+
+    model: str
+    device: str
+    dtype: str
+    machine: dict[str, Any]  # `hdlib.cpu.describe_machine()`: CPU model, flags, threads
+    temperature: float
+    max_new_tokens: int
+    questions: int
+    methods: dict[str, MethodResult]
+    extra: dict[str, Any] = field(default_factory=dict)  # what a script added to the file (date, command), kept
+    sampling_rule: str = ""  # how hd methods accepted drafts when sampling; "" at temperature 0
+    divergences: list[TurnDivergence] = field(default_factory=list)  # every hd turn that parts from `ar`'s
+    prompt_format: str = ""  # how questions were encoded ("chat-template", "vicuna", "raw"); "" in older files
+
+    @property
+    def tasks(self) -> list[str]:
+        return list(next(iter(self.methods.values())).tasks)
+
+    def to_json(self) -> dict[str, Any]:
+        head = {k: getattr(self, k) for k in ("model", "device", "dtype", "machine", "temperature", "max_new_tokens")}
+        rule = {"sampling_rule": self.sampling_rule} if self.sampling_rule else {}
+        fmt = {"prompt_format": self.prompt_format} if self.prompt_format else {}
+        methods = {name: m.to_json() for name, m in self.methods.items()}
+        parted = {"divergences": [d.to_json() for d in self.divergences]} if self.divergences else {}
+        return {**head, **rule, **fmt, "questions": self.questions, "methods": methods, **parted, **self.extra}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> BenchResults:
+        """Results as `to_json` (or `hdlib bench --out`) wrote them; files from before a field existed
+        read with its default (no `machine`: {}; no `dtype`: float32; sampled with no `sampling_rule`:
+        rejection, the only rule then; no `prompt_format`: "")."""
+        known = {
+            "model", "device", "dtype", "machine", "temperature", "sampling_rule", "prompt_format", "max_new_tokens",
+            "questions", "methods", "divergences",
+        }  # fmt: skip
+        temperature = float(data["temperature"])
+        return cls(
+            model=str(data["model"]),
+            device=str(data["device"]),
+            dtype=str(data.get("dtype", "float32")),
+            machine=dict(data.get("machine", {})),
+            temperature=temperature,
+            max_new_tokens=int(data["max_new_tokens"]),
+            questions=int(data["questions"]),
+            methods={str(n): MethodResult.from_json(m) for n, m in data["methods"].items()},
+            extra={k: v for k, v in data.items() if k not in known},
+            sampling_rule=str(data.get("sampling_rule", "rejection" if temperature > 0 else "")),
+            divergences=[TurnDivergence.from_json(d) for d in data.get("divergences", [])],
+            prompt_format=str(data.get("prompt_format", "")),
+        )
+
+    @classmethod
+    def of(cls, results: BenchResults | Mapping[str, Any]) -> BenchResults:
+        """Results as they are, or read from the JSON of a results file (`json.load`)."""
+        return results if isinstance(results, BenchResults) else cls.from_json(results)
+
+
+@dataclass
+class Tally:
+    """Sums over the questions one method answered."""
+
+    throughputs: list[float] = field(default_factory=list)  # one per question
+    tokens: int = 0
+    steps: int = 0
+    identical: list[bool] = field(default_factory=list)
+    tier_tokens: Counter[str] = field(default_factory=Counter)
+    draft_s: float = 0.0
+    overhead_s: float = 0.0
+    step_s: float = 0.0
+
+    def add(self, turns: Sequence[Turn], baseline: Sequence[Turn]) -> None:
+        wall = sum(t.wall_s for t in turns)
+        self.throughputs.append(sum(t.tokens for t in turns) / wall if wall > 0 else 0.0)
+        self.identical.append(
+            len(turns) == len(baseline) and all(t.digest == b.digest for t, b in zip(turns, baseline))
+        )
+        for t in turns:
+            self.tokens += t.tokens
+            self.steps += t.steps
+            self.tier_tokens.update(t.tiers)
+            self.draft_s += t.draft_s
+            self.overhead_s += t.overhead_s
+            self.step_s += t.step_s
+
+    def metrics(self, baseline: Tally) -> Metrics:
+        mean = sum(self.throughputs) / len(self.throughputs)
+        base = sum(baseline.throughputs) / len(baseline.throughputs)
+        return Metrics(
+            speedup=mean / base if base > 0 else 0.0,
+            mat=self.tokens / self.steps if self.steps else 0.0,
+            tokens_per_s=mean,
+            draft_ms=1e3 * self.draft_s / self.steps if self.steps else 0.0,
+            overhead_frac=self.overhead_s / self.step_s if self.step_s > 0 else 0.0,
+            identical_frac=sum(self.identical) / len(self.identical),
+            tier_share={t: n / self.tokens for t, n in sorted(self.tier_tokens.items())} if self.tokens else {},
+        )
+
+
+def aggregate(records: Sequence[Answered], method_names: Sequence[str]) -> dict[str, MethodResult]:
+    """Each method's metrics overall and per task (tasks in the order they first appear)."""
+    tasks = list(dict.fromkeys(r.task for r in records))
+    tallies = {name: {"overall": Tally(), **{task: Tally() for task in tasks}} for name in method_names}
+    for record in records:
+        for name in method_names:
+            for key in ("overall", record.task):
+                tallies[name][key].add(record.runs[name], record.runs["ar"])
+    ar = tallies["ar"]
+    return {
+        name: MethodResult(per["overall"].metrics(ar["overall"]), {task: per[task].metrics(ar[task]) for task in tasks})
+        for name, per in tallies.items()
+    }
+
+
+Results = BenchResults | Mapping[str, Any]  # a run's results, or the JSON of a results file

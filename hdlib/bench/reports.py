@@ -1,0 +1,112 @@
+"""The printed report of a benchmark: tables by task, every overall metric, whether `ar` is a fair
+baseline and whether every method's output is `ar`'s."""
+
+from __future__ import annotations
+
+from hdlib import presentation
+from hdlib.bench.records import BenchResults, Results
+
+FAIRNESS_LIMIT = 0.05  # `ar` may be at most this much slower than `hf` to count as a fair baseline
+
+
+def table(results: Results, metric: str = "speedup") -> str:
+    """Methods as rows, tasks (then overall) as columns."""
+    r = BenchResults.of(results)
+    width = max(12, *(len(n) + 2 for n in r.methods))
+    head = f"{metric:{width}}" + "".join(f"{t[:13]:>14}" for t in [*r.tasks, "overall"])
+    rows = [
+        f"{name:{width}}"
+        + "".join(f"{getattr(m.tasks[t], metric):14.2f}" for t in r.tasks)
+        + f"{getattr(m.overall, metric):14.2f}"
+        for name, m in r.methods.items()
+    ]
+    return "\n".join([head, *rows])
+
+
+def overall_table(results: Results) -> str:
+    """One row per method with every overall metric."""
+    r = BenchResults.of(results)
+    width = max(12, *(len(n) + 2 for n in r.methods))
+    columns = f"{'speedup':>8}{'MAT':>7}{'tok/s':>9}{'draft ms':>10}{'overhead':>10}{'identical':>11}  tier share"
+    head = f"{'overall':{width}}{columns}"
+    rows = []
+    for name, m in r.methods.items():
+        o = m.overall
+        shares = ", ".join(f"{t} {100 * s:.0f} %" for t, s in o.tier_share.items()) or "-"
+        rows.append(
+            f"{name:{width}}{o.speedup:7.2f}x{o.mat:7.2f}{o.tokens_per_s:9.1f}{o.draft_ms:10.2f}"
+            f"{100 * o.overhead_frac:9.1f}%{100 * o.identical_frac:10.0f}%  {shares}"
+        )
+    return "\n".join([head, *rows])
+
+
+def fairness_line(results: Results) -> str:
+    """Is `ar` a fair baseline? Its overall throughput against transformers' `generate` (`hf`)."""
+    methods = BenchResults.of(results).methods
+    if "hf" not in methods:
+        return "ar vs hf: not measured (add hf to --methods to check that ar is a fair baseline)"
+    hf_over_ar = methods["hf"].overall.speedup
+    relative = 1 / hf_over_ar - 1 if hf_over_ar > 0 else 0.0  # ar's throughput relative to hf's
+    line = f"ar vs hf: ar is {100 * abs(relative):.1f} % {'faster' if relative >= 0 else 'slower'} than hf overall"
+    if relative < -FAIRNESS_LIMIT:
+        line += (
+            f"\nWARNING: ar is more than {100 * FAIRNESS_LIMIT:.0f} % slower than transformers' generate, "
+            "so speedups against ar overstate the methods: compare with hf too"
+        )
+    return line
+
+
+def identical_line(results: Results) -> str:
+    """Is every method's output `ar`'s? Greedy, or sampling by the Gumbel rule, an hd method's should
+    be. Where one parts, the results say where and whether the model's choice there was a near-tie
+    (`hdlib.divergence`: the other token within max(1e-4, 2 eps(dtype) |best logit|) of `ar`'s best
+    logit there): in float32 a parting beyond that bound is a bug; in half precision the tree pass
+    and the one-token pass round differently, and near-ties flip. Transformers' methods sample with
+    random numbers of their own, and the rejection rule spends its own as the tree says: the same
+    distribution, not the same answer."""
+    r = BenchResults.of(results)
+    if r.temperature != 0 and r.sampling_rule != "gumbel":
+        return (
+            "identical to ar: not expected when sampling by the rejection rule (other random draws, the same "
+            "distribution)"
+        )
+    differ = {n: m.overall.identical_frac for n, m in r.methods.items() if m.overall.identical_frac < 1}
+    if not differ:
+        return "identical to ar: every method on 100 % of questions"
+    listed = ", ".join(f"{n} {100 * f:.0f} %" for n, f in differ.items())
+    if not any(n.startswith("hd") for n in differ):
+        own = "transformers' own sampling" if r.temperature != 0 else "transformers' own decoding"
+        return f"identical to ar: {listed} of questions ({own}; every hd method 100 %)"
+    if not r.divergences:  # results from before the report
+        if r.dtype != "float32":
+            note = presentation.rounding_note(r.dtype)
+            return f"identical to ar: {listed} of questions; {note} (README: Half precision)"
+        return (
+            f"WARNING: not identical to ar in float32: {listed} of questions, and the results say not where they part: "
+            "a bug unless each is a near-tie, please report it"
+        )
+    ties = sum(d.divergence.near_tie for d in r.divergences)
+    beyond = len(r.divergences) - ties
+    where = f"{len(r.divergences)} answer(s) part from ar's, {ties} at a near-tie, {beyond} beyond the near-tie bound"
+    if beyond and r.dtype == "float32":
+        return f"WARNING: not identical to ar in float32: {listed} of questions; {where}: a bug, please report it"
+    if beyond:
+        return f"identical to ar: {listed} of questions; {where} (more than the last rounding of {r.dtype} explains)"
+    return f"identical to ar: {listed} of questions; {where}: {presentation.rounding_note(r.dtype)}"
+
+
+def divergence_table(results: Results) -> str:
+    """One line per hd answer that parts from `ar`'s: where, `ar`'s two best logits there, the bound."""
+    r = BenchResults.of(results)
+    if not r.divergences:
+        return ""
+    head = "where answers part from ar's (first differing token; gap: ar's two best logits there, recomputed):"
+    rows = [f"  q{d.question_id} {d.method} turn {d.turn}: {d.divergence.describe()}" for d in r.divergences]
+    return "\n".join([head, *rows])
+
+
+def summary(results: Results) -> str:
+    """The printed report: speedup, MAT and identical share per task, every overall metric, fairness."""
+    parts = [table(results, metric) for metric in ("speedup", "mat", "tokens_per_s", "identical_frac")]
+    report = [identical_line(results), divergence_table(results)]
+    return "\n\n".join([*parts, overall_table(results), *filter(None, report), fairness_line(results)])

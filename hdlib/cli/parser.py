@@ -1,0 +1,202 @@
+"""The `hdlib` command line's arguments: one parser, a function per command, the options several
+commands share written once."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from hdlib.cpu import DEFAULT_PREPACK, PREPACK_CHOICES
+from hdlib.errors import HDError
+from hdlib.models import DEFAULT_MODEL, DTYPE_CHOICES, PROMPT_FORMATS
+from hdlib.paths import data_dir
+from hdlib.sampling import SAMPLING_RULES
+from hdlib.tiers import DEFAULT_TIERS
+
+DEFAULT_QUESTIONS = data_dir() / "prompts" / "prompts.jsonl"
+DTYPE_HELP = (
+    "weights and activations: auto (default) is bfloat16 on CUDA (float16 without bfloat16) and float32 on the "
+    "CPU; in bfloat16/float16 HD can differ from plain decoding at near-ties"
+)
+PROMPT_FORMAT_HELP = (
+    "auto (default): the model's chat template, or vicuna when it has none; chat-template; vicuna, FastChat's "
+    "vicuna_v1.1 conversation as Spec-Bench uses it (the paper's models); raw, the text as it is"
+)
+SAMPLING_RULE_HELP = (
+    "sampling: gumbel (default), HD's answer is plain sampling's for the seed; rejection, recursive rejection "
+    "sampling, the same distribution but another answer"
+)
+
+
+PREPACK_HELP = "CPU: which linear layers may run with oneDNN-prepacked weights (default all; each where it is faster)"
+METHODS_HELP = (
+    "ar, hf, hf-pld, hd, hd:ORDER (e.g. hd:CM), hd:all-orders; an hd method may end in @N, a fixed budget of N "
+    "draft tokens per step (e.g. hd:CMS@64, hd:all-orders@16); ar always runs (default hf,hf-pld,hd)"
+)
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, no usage dump
+        raise HDError(message)
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _budget(text: str) -> int | None:
+    if text == "auto":
+        return None
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 'auto' or a non-negative integer, got {value}")
+    return value
+
+
+def _engine_arg(text: str) -> tuple[str, object]:
+    """KEY=VALUE, the value read as JSON where it is (4, 0.9, true, null), else kept as text."""
+    key, sep, value = text.partition("=")
+    if not sep or not key.isidentifier():
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    try:
+        return key, json.loads(value)
+    except ValueError:
+        return key, value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="hdlib", description="Hierarchy Drafting: lossless speculative decoding from tiers of n-gram databases."
+    )
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    _add_generate(sub)
+    _add_build_db(sub)
+    _add_db(sub)
+    _add_bench(sub)
+    _add_warmup(sub)
+    return parser
+
+
+def _add_model_options(parser: argparse.ArgumentParser, prepack: bool = True, prompt_format: bool = True) -> None:
+    """--model, --dtype, and where the command loads and prompts a model, --prepack and --prompt-format."""
+    parser.add_argument(
+        "--model", default=DEFAULT_MODEL, help=f"packaged name, local folder or Hub id (default {DEFAULT_MODEL})"
+    )
+    if prepack:
+        parser.add_argument("--prepack", choices=PREPACK_CHOICES, default=DEFAULT_PREPACK, help=PREPACK_HELP)
+    parser.add_argument("--dtype", choices=DTYPE_CHOICES, default="auto", help=DTYPE_HELP)
+    if prompt_format:
+        parser.add_argument("--prompt-format", choices=PROMPT_FORMATS, default="auto", help=PROMPT_FORMAT_HELP)
+
+
+def _add_sampling_options(parser: argparse.ArgumentParser, temperature_help: str) -> None:
+    parser.add_argument("--temperature", type=float, default=0.0, help=temperature_help)
+    parser.add_argument("--sampling-rule", choices=SAMPLING_RULES, default=SAMPLING_RULES[0], help=SAMPLING_RULE_HELP)
+
+
+def _add_generate(sub: argparse._SubParsersAction) -> None:
+    gen = sub.add_parser("generate", help="answer a prompt with HD and compare with plain decoding")
+    source = gen.add_mutually_exclusive_group(required=True)
+    source.add_argument("--prompt", help="the prompt text")
+    source.add_argument("--prompt-file", type=Path, help="a UTF-8 text file holding the prompt")
+    _add_model_options(gen)
+    gen.add_argument(
+        "--tiers",
+        default=",".join(t.name for t in DEFAULT_TIERS),
+        help="tiers in the order they are asked, by name or letter, hdlib's or registered "
+        "(default context,model,statistics)",
+    )
+    gen.add_argument(
+        "--budget",
+        type=_budget,
+        default=None,
+        metavar="N|auto",
+        help="draft tokens per step (default: auto, from the measured forward time)",
+    )
+    gen.add_argument("--max-new-tokens", type=_positive, default=256)
+    _add_sampling_options(gen, "0 is greedy (default); above 0 samples, losslessly")
+    gen.add_argument("--top-p", type=float, default=1.0, help="sampling: nucleus mass kept (default 1, all)")
+    gen.add_argument("--top-k", type=int, default=0, help="sampling: most likely tokens kept (default 0, all)")
+    gen.add_argument(
+        "--seed", type=int, default=None, help="sampling: makes the answer reproducible (default: drawn, then printed)"
+    )
+    gen.add_argument("--device", default=None, help="cuda or cpu (default: cuda when present)")
+    gen.add_argument("--no-compare", action="store_true", help="skip the plain-decoding run (no speedup reported)")
+    gen.add_argument("--color", choices=["auto", "always", "never"], default="auto")
+
+
+def _add_build_db(sub: argparse._SubParsersAction) -> None:
+    build = sub.add_parser("build-db", help="build the model or statistics database of a model")
+    build.add_argument("tier", choices=["model", "statistics"])
+    build.add_argument("--model", default=DEFAULT_MODEL)
+    build.add_argument("--source", default="sharegpt", help="'sharegpt' (the train split) or a JSONL/text file")
+    build.add_argument("--limit", type=_positive, default=None, help="use at most N prompts / conversations")
+    build.add_argument("--out", type=Path, default=None, help="where to write it (default: where hdlib looks for it)")
+    build.add_argument("--device", default=None)
+    model = build.add_argument_group("model database only")
+    model.add_argument("--n", type=_positive, default=5, help="n-gram length (default 5)")
+    model.add_argument("--top-k", type=_positive, default=100_000, help="n-grams kept (default 100,000)")
+    model.add_argument("--max-new-tokens", type=_positive, default=256, help="answer length (default 256)")
+    model.add_argument("--batch-size", type=_positive, default=8, help="prompts per batch (transformers; default 8)")
+    model.add_argument("--shard-size", type=_positive, default=64, help="answers per resumable shard")
+    model.add_argument("--max-prompt-tokens", type=_positive, default=512, help="longer prompts are cut (default 512)")
+    model.add_argument("--work-dir", type=Path, default=None, help="where the answer shards go (default: the cache)")
+    model.add_argument(
+        "--engine", choices=["transformers", "vllm"], default="transformers",
+        help="who answers: transformers here (default), or vLLM's offline engine (needs vllm: make setup-vllm)",
+    )  # fmt: skip
+    model.add_argument(
+        "--engine-arg", action="append", default=[], metavar="KEY=VALUE", type=_engine_arg,
+        help="passed to vllm.LLM, e.g. tensor_parallel_size=4, dtype=bfloat16, max_model_len=4096 (repeatable)",
+    )  # fmt: skip
+    model.add_argument("--server", default=None, metavar="URL", help="answers from an OpenAI-compatible server")
+    model.add_argument("--served-model", default=None, help="with --server: the model name it serves")
+    model.add_argument("--concurrency", type=_positive, default=8, help="with --server: requests at a time")
+
+
+def _add_db(sub: argparse._SubParsersAction) -> None:
+    db = sub.add_parser("db", help="inspect a database file")
+    db_sub = db.add_subparsers(dest="db_command", required=True, parser_class=_Parser)
+    info = db_sub.add_parser("info", help="what a database holds, how it was built, sizes, a sample")
+    info.add_argument("path", type=Path)
+    info.add_argument("--model", default=None, help="decode the sample with this model's tokenizer")
+
+
+def _add_bench(sub: argparse._SubParsersAction) -> None:
+    bench = sub.add_parser("bench", help="Spec-Bench: methods side by side over the same questions")
+    bench.add_argument(
+        "--questions",
+        type=Path,
+        default=DEFAULT_QUESTIONS,
+        help="Spec-Bench question file (default: the project's data/prompts/prompts.jsonl)",
+    )
+    bench.add_argument(
+        "--per-task",
+        type=_positive,
+        default=None,
+        metavar="K",
+        help="the first K questions of each task (default: all)",
+    )
+    bench.add_argument("--max-new-tokens", type=_positive, default=256, help="per turn (default 256)")
+    bench.add_argument("--methods", default="hf,hf-pld,hd", help=METHODS_HELP)
+    _add_sampling_options(bench, "0 is greedy (default); above 0 every method samples")
+    _add_model_options(bench)
+    bench.add_argument(
+        "--out",
+        type=Path,
+        default=Path("bench.json"),
+        help="results JSON (default bench.json); raw results go beside it, NAME.raw.jsonl",
+    )
+    bench.add_argument("--html", type=Path, default=None, help="also write an HTML report with charts")
+    bench.add_argument("--resume", action="store_true", help="continue an interrupted run from its raw results")
+
+
+def _add_warmup(sub: argparse._SubParsersAction) -> None:
+    warm = sub.add_parser("warmup", help="convert and cache the model, open its databases, measure its forward time")
+    warm.add_argument("--model", default=DEFAULT_MODEL)
+    warm.add_argument("--device", default=None)
+    warm.add_argument("--dtype", choices=DTYPE_CHOICES, default="auto", help=DTYPE_HELP)
