@@ -7,6 +7,7 @@
 #   make setup-vllm make .venv-vllm: vLLM beside hdlib, for build-db model --engine vllm (its own transformers)
 #   make test-fast  set up, run the tests not marked slow
 #   make strip      remove outputs and execution counts from notebooks/ (before committing)
+#   make lint       ruff: lines within 120 characters, imports sorted, no unused names (tests/test_lint.py too)
 #   make benchmarks-doc  write docs/benchmarks.md from the results committed under benchmarks/results/ (runs no benchmark)
 #   make clean      remove caches and build outputs; make distclean also removes .venv
 #
@@ -16,7 +17,7 @@ VENV        := .venv
 PY          := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: help setup setup-vllm lab demo test test-fast strip benchmarks-doc clean distclean
+.PHONY: help setup setup-vllm lab demo test test-fast strip lint benchmarks-doc clean distclean
 
 help:
 	@grep '^#   make' Makefile | sed 's/^#//'
@@ -46,6 +47,9 @@ test-fast: setup
 
 strip:
 	python3 scripts/strip_notebooks.py
+
+lint: setup
+	$(VENV)/bin/ruff check .
 
 # Each table from its JSON, with the command and the machine; tests/test_benchmarks_doc.py checks the committed file
 benchmarks-doc:

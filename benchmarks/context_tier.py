@@ -43,7 +43,10 @@ def main() -> None:
     generate(lm, "Hello", "context", max_new_tokens=8, budget=None)  # warm-up, and the forward profile
     per_prompt: dict[str, dict[str, dict[str, float]]] = {}
     for name, prompt in prompts():
-        runs = {m: generate(lm, prompt, tiers, max_new_tokens=args.max_new_tokens, budget=b) for m, (tiers, b) in METHODS.items()}
+        runs = {
+            m: generate(lm, prompt, tiers, max_new_tokens=args.max_new_tokens, budget=b)
+            for m, (tiers, b) in METHODS.items()
+        }
         per_prompt[name] = {
             m: {
                 "tokens_per_s": r.tokens_per_s,
@@ -54,7 +57,11 @@ def main() -> None:
             }
             for m, r in runs.items()
         }
-        print(name, " ".join(f"{m}: {v['tokens_per_s']:.1f} tok/s MAT {v['mat']:.2f}" for m, v in per_prompt[name].items()), flush=True)
+        print(
+            name,
+            " ".join(f"{m}: {v['tokens_per_s']:.1f} tok/s MAT {v['mat']:.2f}" for m, v in per_prompt[name].items()),
+            flush=True,
+        )
 
     base = sum(p["plain"]["tokens_per_s"] for p in per_prompt.values())
     overall = {
@@ -68,14 +75,19 @@ def main() -> None:
     }
     print(f"\n{'method':10} {'speedup':>8} {'MAT':>6} {'overhead':>9} {'identical':>10}")
     for m, v in overall.items():
-        print(f"{m:10} {v['speedup']:8.2f} {v['mat']:6.2f} {100 * v['overhead_frac']:8.2f}% {100 * v['identical_frac']:9.0f}%")
+        print(
+            f"{m:10} {v['speedup']:8.2f} {v['mat']:6.2f} {100 * v['overhead_frac']:8.2f}% "
+            f"{100 * v['identical_frac']:9.0f}%"
+        )
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(
         json.dumps(
             {
                 "command": f"python benchmarks/context_tier.py --max-new-tokens {args.max_new_tokens}",
                 "date": time.strftime("%Y-%m-%d"),
-                "machine": f"{platform.processor() or platform.machine()}, {torch.get_num_threads()} threads, {lm.device}",
+                "machine": (
+                    f"{platform.processor() or platform.machine()}, {torch.get_num_threads()} threads, {lm.device}"
+                ),
                 "model": lm.name,
                 "overall": overall,
                 "prompts": per_prompt,

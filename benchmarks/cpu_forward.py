@@ -1,7 +1,7 @@
 """The CPU forward pass with and without oneDNN-prepacked linear layers (hdlib.cpu), side by side.
 
 The packaged model is loaded three times (prepack none, head, all). In rounds, each copy's forward
-time at k = 1 to 32 new tokens (KS) after 256 cached ones is measured (hdlib.profile.measure_forward), and
+time at k = 1 to 32 new tokens (KS) after 256 cached ones is measured (hdlib.forward_time.measure_forward), and
 plain greedy decoding of the project's prompts (64 new tokens) is timed; the medians over the rounds
 are kept. Greedy outputs are compared with the unpacked model's.
 
@@ -20,8 +20,8 @@ from common import results_path
 
 from hdlib.cpu import PREPACK_CHOICES, describe_machine
 from hdlib.decoding import generate
+from hdlib.forward_time import measure_forward
 from hdlib.models import load_model
-from hdlib.profile import measure_forward
 from hdlib.store import write_text_atomic
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -50,12 +50,16 @@ def main() -> None:
                 answers.append(g.tokens)
             plain[mode].append(tokens / (time.perf_counter() - start))
             outputs[mode] = answers
-            print(f"round {r + 1} {mode:5}: forward(1/4/8/16) = "
-                  + " / ".join(f"{forward[mode][-1][KS.index(k)]:.1f}" for k in (1, 4, 8, 16))
-                  + f" ms, plain decoding {plain[mode][-1]:.1f} tokens/s", flush=True)
+            print(
+                f"round {r + 1} {mode:5}: forward(1/4/8/16) = "
+                + " / ".join(f"{forward[mode][-1][KS.index(k)]:.1f}" for k in (1, 4, 8, 16))
+                + f" ms, plain decoding {plain[mode][-1]:.1f} tokens/s",
+                flush=True,
+            )
     result = {
         "machine": describe_machine(),
-        "command": "python benchmarks/cpu_forward.py " + f"--rounds {args.rounds} --max-new-tokens {args.max_new_tokens}",
+        "command": "python benchmarks/cpu_forward.py "
+        + f"--rounds {args.rounds} --max-new-tokens {args.max_new_tokens}",
         "date": time.strftime("%Y-%m-%d"),
         "k": list(KS),
         "forward_ms": {m: [round(statistics.median(col), 2) for col in zip(*rows)] for m, rows in forward.items()},
@@ -68,7 +72,9 @@ def main() -> None:
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     write_text_atomic(args.out, json.dumps(result, indent=1))
-    print(json.dumps({k: result[k] for k in ("forward_ms", "plain_tokens_per_s", "greedy_identical_to_none")}, indent=1))
+    print(
+        json.dumps({k: result[k] for k in ("forward_ms", "plain_tokens_per_s", "greedy_identical_to_none")}, indent=1)
+    )
 
 
 if __name__ == "__main__":

@@ -30,19 +30,20 @@ from hdlib.cpu import describe_machine
 from hdlib.databases import load_tier
 from hdlib.decoding import DecodeSettings, generate, run
 from hdlib.drafter import Drafter
+from hdlib.forward_time import load_or_measure
 from hdlib.modeldb import default_model_db_path
-from hdlib.profile import load_or_measure
 from hdlib.store import write_text_atomic
 from hdlib.tiers import ContextTier, Tier
 from hdlib.tiers.model import ModelSettings, ModelTier
 from hdlib.trace import Generation
-from hdlib.value import AcceptancePrior, ValueTree
+from hdlib.value import AcceptancePrior, ValueBudget
 
 
 def main() -> None:
     parser = spec_bench_parser(__doc__, "C,CM,CS,CMS,M,M-phrases,M-recycled", "fixed_budget.json")
     parser.add_argument(
-        "--budget", default="64",
+        "--budget",
+        default="64",
         help="draft tokens per step, auto (the value-ranked tree) or topN (its N best); several: comma-separated",
     )
     args = parser.parse_args()
@@ -73,16 +74,16 @@ def main() -> None:
 
     prior_key = load_or_measure(lm.model).key  # the prior `generate` uses: acceptance does not depend on time
 
-    def top_n(n: int) -> ValueTree:
+    def top_n(n: int) -> ValueBudget:
         """The value-ranked tree under a flat forward time up to 1 + n tokens: it verifies its n best nodes."""
         prior = AcceptancePrior.for_model(prior_key)
-        return ValueTree(flat_profile([1.0] * (n + 1)), prior)
+        return ValueBudget(flat_profile([1.0] * (n + 1)), prior)
 
     names = [f"{name}@{b}" for name in args.methods.split(",") for b in budgets]
     totals = {n: Counter() for n in ["ar", *names]}
     identical = {n: 0 for n in names}
     for q in questions:
-        messages, history, answers = [], [], {n: [] for n in ["ar", *names]}
+        messages, answers = [], {n: [] for n in ["ar", *names]}
         for turn in q.turns:
             messages.append({"role": "user", "content": turn})
             ids = lm.encode_prompt(messages)
@@ -124,8 +125,11 @@ def main() -> None:
             "speed_vs_ar": (t["tokens"] / t["wall_ms"]) / (totals["ar"]["tokens"] / totals["ar"]["wall_ms"]),
             "identical_frac": identical[name] / len(questions),
             "parts": {
-                p: {"drafted": t[f"drafted {p}"], "accepted": t[f"accepted {p}"],
-                    "accepted_share": t[f"accepted {p}"] / max(t[f"drafted {p}"], 1)}
+                p: {
+                    "drafted": t[f"drafted {p}"],
+                    "accepted": t[f"accepted {p}"],
+                    "accepted_share": t[f"accepted {p}"] / max(t[f"drafted {p}"], 1),
+                }
                 for p in part_names
             },
         }
@@ -142,9 +146,11 @@ def main() -> None:
     write_text_atomic(args.out, json.dumps(results, indent=1))
     for name, m in methods.items():
         parts_line = ", ".join(f"{p} {v['accepted']}/{v['drafted']}" for p, v in m["parts"].items())
-        print(f"{name:16} MAT {m['mat']:.2f}  verified/step {m['verified_per_step']:5.1f}  "
-              f"MAT-1 per node {m['mat_per_verified_node']:.3f}  identical {100 * m['identical_frac']:.0f} %  "
-              f"accepted/drafted: {parts_line}")
+        print(
+            f"{name:16} MAT {m['mat']:.2f}  verified/step {m['verified_per_step']:5.1f}  "
+            f"MAT-1 per node {m['mat_per_verified_node']:.3f}  identical {100 * m['identical_frac']:.0f} %  "
+            f"accepted/drafted: {parts_line}"
+        )
 
 
 if __name__ == "__main__":

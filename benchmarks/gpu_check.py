@@ -57,19 +57,19 @@ from transformers import DynamicCache, LlamaConfig, LlamaForCausalLM
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]  # hdlib from this checkout; the tiny models, the oracle tier
 
-import hdlib.verifier  # noqa: E402
 from oracle import OracleTier  # noqa: E402
 from tiny import VOCAB, tiny_gemma3, tiny_llama  # noqa: E402
 
+import hdlib.verifier  # noqa: E402
 from hdlib.budget import FixedBudget, ForwardProfile, flat_profile  # noqa: E402
-from hdlib.decoding import DecodeSettings, Decoder, run  # noqa: E402
+from hdlib.decoding import Decoder, DecodeSettings, run  # noqa: E402
 from hdlib.divergence import NEAR_TIE, explain, locate  # noqa: E402
 from hdlib.drafter import Drafter  # noqa: E402
-from hdlib.profile import time_pass  # noqa: E402
+from hdlib.forward_time import time_pass  # noqa: E402
 from hdlib.tiers import ContextTier, DraftTier, ModelTier, Tier  # noqa: E402
 from hdlib.trace import Step  # noqa: E402
 from hdlib.tree import DraftTree  # noqa: E402
-from hdlib.value import ValueTree  # noqa: E402
+from hdlib.value import ValueBudget  # noqa: E402
 from hdlib.verifier import Verifier, cache_keyword  # noqa: E402
 
 
@@ -283,8 +283,8 @@ def budget_policy(i: int, rng: random.Random) -> tuple[str, Any]:
     k = rng.randint(1, 24)
     return [
         (f"fixed {k}", FixedBudget(k)),
-        ("value tree", ValueTree(flat_profile())),
-        (f"value tree {k}", ValueTree(flat_profile(), candidates=k)),
+        ("value tree", ValueBudget(flat_profile())),
+        (f"value tree {k}", ValueBudget(flat_profile(), candidates=k)),
     ][i % 3]
 
 
@@ -555,7 +555,7 @@ def throughput(out: dict[str, Any], plan: Plan, model: LlamaForCausalLM, forward
 
     methods = {
         "ar": hdlib_method(False, lambda: FixedBudget(0)),
-        "hd:C": hdlib_method(True, lambda: ValueTree(profile)),
+        "hd:C": hdlib_method(True, lambda: ValueBudget(profile)),
         "hd:C@16": hdlib_method(True, lambda: FixedBudget(16)),
         "hf": transformers_method(None),
         "hf-pld": transformers_method(10),

@@ -122,7 +122,8 @@ def agreement(a: dict, b: dict) -> dict:
 
 def serve(folder: str, port: int, log: Path) -> subprocess.Popen:
     server = subprocess.Popen(
-        [str(VLLM_BIN / "python"), "-m", "vllm.entrypoints.openai.api_server", "--model", folder, "--host", "127.0.0.1", "--port", str(port), "--dtype", "float32",
+        [str(VLLM_BIN / "python"), "-m", "vllm.entrypoints.openai.api_server", "--model", folder,
+         "--host", "127.0.0.1", "--port", str(port), "--dtype", "float32",
          "--max-model-len", "1024", "--enforce-eager"],
         env=ENV, stdout=log.open("w"), stderr=subprocess.STDOUT, start_new_session=True,
     )  # fmt: skip
@@ -176,7 +177,9 @@ def main() -> None:
         for run in runs.values():
             run.pop("path")
     base = results["builds"]["transformers"]["answers_per_s"]
-    results["answers_per_s_vs_transformers"] = {k: round(v["answers_per_s"] / base, 2) for k, v in results["builds"].items()}
+    results["answers_per_s_vs_transformers"] = {
+        k: round(v["answers_per_s"] / base, 2) for k, v in results["builds"].items()
+    }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=1) + "\n")
     print(json.dumps(results["answers_per_s_vs_transformers"]), "->", args.out)

@@ -30,7 +30,9 @@ def main() -> None:
         def progress(question, answers, temperature=temperature):
             print(f"T={temperature:g} {progress_line(question, answers)}", file=sys.stderr, flush=True)
 
-        results = run_benchmark(lm, questions, args.methods.split(","), args.max_new_tokens, progress, temperature).to_json()
+        results = run_benchmark(
+            lm, questions, args.methods.split(","), args.max_new_tokens, progress, temperature
+        ).to_json()
         for metric in ("speedup", "mat"):
             print(f"temperature {temperature:g}\n{table(results, metric)}", end="\n\n", flush=True)
         results["date"] = time.strftime("%Y-%m-%d")

@@ -26,7 +26,9 @@ from hdlib.sampling import SAMPLING_RULES
 
 
 def one_run(lm, prompt_ids, tiers, max_new_tokens, temperature, seed, rule) -> dict[str, float]:
-    g = generate(lm, prompt_ids, tiers, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed, sampling_rule=rule)
+    g = generate(
+        lm, prompt_ids, tiers, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed, sampling_rule=rule
+    )
     return {
         "tokens": len(g.tokens),
         "steps": len(g.steps),
@@ -93,7 +95,11 @@ def main() -> None:
                     row[method][rule] = one_run(lm, prompt_ids, tiers, args.max_new_tokens, temperature, seed, rule)
             rows.append(row)
             same = {rule: row["hd"][rule]["tokens_ids"] == row["ar"][rule]["tokens_ids"] for rule in SAMPLING_RULES}
-            print(f"T={temperature:g} q{question.question_id} {question.task}: hd == ar {same}", file=sys.stderr, flush=True)
+            print(
+                f"T={temperature:g} q{question.question_id} {question.task}: hd == ar {same}",
+                file=sys.stderr,
+                flush=True,
+            )
         summary = summarise(rows)
         print(table(temperature, summary), end="\n\n", flush=True)
         for row in rows:  # the answers' ids are compared above; the file keeps counts and times

@@ -77,7 +77,8 @@ class Worker:
         env = {**os.environ, "PYTHONPATH": str(root)}
         command = [
             sys.executable, str(Path(__file__).resolve()), "--worker", "--questions", str(args.questions),
-            "--per-task", str(args.per_task), "--budget", str(args.budget), "--max-new-tokens", str(args.max_new_tokens),
+            "--per-task", str(args.per_task), "--budget", str(args.budget),
+            "--max-new-tokens", str(args.max_new_tokens),
         ]  # fmt: skip
         self.process = subprocess.Popen(command, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         self.ready = json.loads(self.process.stdout.readline())  # type: ignore[union-attr]
@@ -141,7 +142,8 @@ def main() -> None:
             b, t = rows["base"][-1], rows["this"][-1]
             print(
                 f"{i + 1}/{n} q{t['question_id']} {t['category']}: overhead ms/step base "
-                f"{1e3 * (b['wall_s'] - b['forward_s']) / b['steps']:.1f}, this {1e3 * (t['wall_s'] - t['forward_s']) / t['steps']:.1f}",
+                f"{1e3 * (b['wall_s'] - b['forward_s']) / b['steps']:.1f}, "
+                f"this {1e3 * (t['wall_s'] - t['forward_s']) / t['steps']:.1f}",
                 file=sys.stderr,
             )
     finally:
@@ -152,7 +154,9 @@ def main() -> None:
     ratios = [
         t / b
         for b, t in zip(
-            result["base"]["overhead_ms_per_step_by_question"], result["this"]["overhead_ms_per_step_by_question"], strict=True
+            result["base"]["overhead_ms_per_step_by_question"],
+            result["this"]["overhead_ms_per_step_by_question"],
+            strict=True,
         )
     ]
     out = {
@@ -162,7 +166,8 @@ def main() -> None:
         "settings": {"budget": args.budget, "per_task": args.per_task, "max_new_tokens": args.max_new_tokens},
         "base": str(args.base),
         "results": result,
-        "overhead_ratio_this_over_base": result["this"]["overhead_ms_per_step"] / result["base"]["overhead_ms_per_step"],
+        "overhead_ratio_this_over_base": result["this"]["overhead_ms_per_step"]
+        / result["base"]["overhead_ms_per_step"],
         "overhead_ratio_median_by_question": statistics.median(ratios),
         "identical_answers": sum(identical),
         "questions": n,
@@ -173,7 +178,8 @@ def main() -> None:
     b, t = result["base"], result["this"]
     print(
         f"overhead per step: base {b['overhead_ms_per_step']:.1f} ms, this {t['overhead_ms_per_step']:.1f} ms "
-        f"({out['overhead_ratio_this_over_base']:.2f}x; median by question {out['overhead_ratio_median_by_question']:.2f}x); "
+        f"({out['overhead_ratio_this_over_base']:.2f}x; "
+        f"median by question {out['overhead_ratio_median_by_question']:.2f}x); "
         f"forward per step {b['forward_ms_per_step']:.0f} / {t['forward_ms_per_step']:.0f} ms; "
         f"identical answers {sum(identical)}/{n}"
     )

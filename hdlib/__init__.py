@@ -29,7 +29,7 @@ from hdlib.sampling import Sampler, Warp
 from hdlib.tiers import BONUS, ContextSettings, ContextTier, DraftRow, DraftTier, Tier
 from hdlib.trace import Generation, Step, StepTimes, StopReason
 from hdlib.tree import DraftTree, tree_buffers
-from hdlib.value import ValueTree
+from hdlib.value import ValueBudget
 
 __version__ = "0.1.0"
 
@@ -53,7 +53,7 @@ __all__ = [
     "StepTimes",
     "StopReason",
     "Tier",
-    "ValueTree",
+    "ValueBudget",
     "Warp",
     "decode",
     "describe",

@@ -2,7 +2,7 @@
 
 JSON lines. The first holds the run's settings, `{"settings": {...}}`: model, device, temperature,
 max_new_tokens, the methods (expanded, `ar` first), the question ids in order and a digest of the
-questions' text. Each further line is one answered question (`hdlib.bench.Answered.to_json`: each
+questions' text. Each further line is one answered question (`hdlib.bench.QuestionRuns.to_json`: each
 method's per-turn counts, seconds, tokens per tier and a digest of the output tokens). A line is
 written whole, flushed and synced before the next question starts, so an interrupted run loses at
 most the question it was on; a last line cut short by a crash is dropped on resume.
@@ -19,7 +19,7 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from hdlib.bench.records import Answered
+from hdlib.bench.records import QuestionRuns
 from hdlib.errors import HDError
 from hdlib.specbench import Question
 from hdlib.store import write_text_atomic
@@ -68,7 +68,7 @@ class ResultsLog:
     def __init__(self, path: str | Path, settings: dict[str, object], resume: bool) -> None:
         self.path = Path(path)
         self.settings = settings
-        self.done: list[Answered] = []
+        self.done: list[QuestionRuns] = []
         self._keep_lines: list[str] | None = None  # rewrite the file with these first (a cut line dropped)
         if not self.path.exists():
             return
@@ -84,7 +84,7 @@ class ResultsLog:
         self._check_settings(lines[0])
         for number, line in enumerate(lines[1:], 2):
             try:
-                self.done.append(Answered.from_json(json.loads(line)))
+                self.done.append(QuestionRuns.from_json(json.loads(line)))
             except (ValueError, KeyError, TypeError) as e:
                 raise HDError(
                     f"{self.path}, line {number}: not an answered question ({e}): the file is damaged"
@@ -123,7 +123,7 @@ class ResultsLog:
                 "resume with the same ones, or choose another --out"
             )
 
-    def append(self, answered: Answered) -> None:
+    def append(self, answered: QuestionRuns) -> None:
         """Add one answered question, durably, before the run goes on."""
         if self._keep_lines is not None or not self.path.exists():
             lines = self._keep_lines or [json.dumps({"settings": self.settings})]

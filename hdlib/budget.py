@@ -3,10 +3,10 @@
 A step costs forward(1 + k) for k draft tokens. On a GPU that is nearly flat up to k ~ 64; on a CPU
 it grows at once (the numbers for the packaged model are in benchmarks/, `cpu_forward.py`), so how
 many drafts a step should verify depends on the hardware and on the text. forward(.) is measured
-once per model and device for 1..64 tokens and cached on disk (`hdlib.profile`); the policies only
+once per model and device for 1..64 tokens and cached on disk (`hdlib.forward_time`); the policies only
 read it (`ForwardProfile`), so they need neither torch nor a model.
 
-`generate`'s default (budget None) is the value-ranked tree (`hdlib.value.ValueTree`), which decides
+`generate`'s default (budget None) is the value-ranked tree (`hdlib.value.ValueBudget`), which decides
 node by node; `FixedBudget` verifies every node the drafter drafted, up to its k.
 """
 

@@ -23,15 +23,15 @@ from hdlib.budget import FIXED_BUDGET, BudgetPolicy, FixedBudget
 from hdlib.databases import make_tier, parse_tiers
 from hdlib.drafter import Drafter
 from hdlib.errors import HDError
+from hdlib.forward_time import load_or_measure
 from hdlib.models import LoadedModel
-from hdlib.profile import load_or_measure
 from hdlib.sampling import SAMPLING_RULES, Sampler, Warp, check_rule
 from hdlib.tiers import BONUS, DEFAULT_TIERS, DraftTier, ModelGuesses, Tier
 from hdlib.tiers.base import token_before_newest
 from hdlib.tiers.recycling import share_successors
 from hdlib.trace import Generation, Step, StepTimes, cut_at_end, stop_reason
 from hdlib.tree import DraftTree
-from hdlib.value import AcceptancePrior, ValueTree
+from hdlib.value import AcceptancePrior, ValueBudget
 from hdlib.verifier import Verifier
 from hdlib.verifier import context_length as verifier_context_length
 
@@ -276,7 +276,7 @@ def generate(
         policy: BudgetPolicy = FixedBudget(0)
     elif budget is None:
         profile = load_or_measure(lm.model)
-        policy = ValueTree(profile, AcceptancePrior.for_model(profile.key))
+        policy = ValueBudget(profile, AcceptancePrior.for_model(profile.key))
     else:
         policy = FixedBudget(budget)
     return Decoder(lm.model, prompt_ids, drafter, settings, lm.eos_token_ids, policy).run(lm)

@@ -198,7 +198,7 @@ def best_size(path_probs: np.ndarray, profile: ForwardProfile, rate: float | Non
     return order, int(np.argmax(value))
 
 
-class ValueTree:
+class ValueBudget:
     """A budget policy that drafts candidates from every tier and verifies the subtree worth most.
 
     Used by the decoding loop like any budget policy: `budget` is the candidate budget per tier,

@@ -28,7 +28,7 @@ and every pass checks that the cache grew by exactly the tokens it was given.
 
 `Verifier` holds one generation's model side (its cache, mask layout and acceptance rule) and is
 the one place that waits for the device: the decoding loop and the forward-time measurement
-(`hdlib.profile`) both time passes through it.
+(`hdlib.forward_time`) both time passes through it.
 """
 
 from __future__ import annotations
@@ -245,7 +245,7 @@ class Scored:
 
 
 @dataclass(frozen=True)
-class Verified:
+class Acceptance:
     """What acceptance decided about one scored tree."""
 
     path: list[int]  # accepted node indices, root first
@@ -329,7 +329,7 @@ class Verifier:
         return Scored(buffers, logits, built - start, time.perf_counter() - built)
 
     @torch.inference_mode()
-    def accept(self, tree: DraftTree, scored: Scored, past_len: int, successors: int = 0) -> Verified:
+    def accept(self, tree: DraftTree, scored: Scored, past_len: int, successors: int = 0) -> Acceptance:
         """The accepted path of a scored tree and the bonus token, with the model's most likely token
         after every node for the records (and its `successors` most likely, when asked for).
 
@@ -357,4 +357,4 @@ class Verifier:
         accept_probs = [trials.get(i) for i in range(n)]
         accept_probs[0] = 1.0  # the root is the text itself
         top = (guesses, guess_probs) if successors else None
-        return Verified(path, bonus, time.perf_counter() - start, choices, choice_probs, accept_probs, top)
+        return Acceptance(path, bonus, time.perf_counter() - start, choices, choice_probs, accept_probs, top)

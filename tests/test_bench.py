@@ -16,9 +16,9 @@ import hdlib.bench.run
 import hdlib.models
 from hdlib.bench import (
     ALL_ORDERS,
-    Answered,
     BenchResults,
     Method,
+    QuestionRuns,
     Tally,
     Turn,
     compare_orders,
@@ -383,12 +383,12 @@ def test_resume_refuses_other_settings_and_drops_a_cut_line(tmp_path):
     turn = Turn(3, 3, 0.1, 0.0, 0.01, 0.1, {"bonus": 3}, "abc")
     path = tmp_path / "r.raw.jsonl"
     log = ResultsLog(path, settings, resume=False)
-    log.append(Answered(1, "qa", {"ar": [turn], "hf": [turn]}))
+    log.append(QuestionRuns(1, "qa", {"ar": [turn], "hf": [turn]}))
     with path.open("a") as f:
         f.write('{"question_id": 2, "task": "qa", "ru')  # a write cut short
     resumed = ResultsLog(path, settings, resume=True)
     assert [a.question_id for a in resumed.done] == [1] and resumed.done[0].runs["hf"] == [turn]
-    resumed.append(Answered(2, "qa", {"ar": [turn], "hf": [turn]}))
+    resumed.append(QuestionRuns(2, "qa", {"ar": [turn], "hf": [turn]}))
     assert [a.question_id for a in ResultsLog(path, settings, resume=True).done] == [1, 2]
 
     other = run_settings("m", "cpu", 0.0, 16, ["ar", "hf"], questions)

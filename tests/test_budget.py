@@ -29,7 +29,7 @@ def test_fixed_budget_rejects_negative_values():
 
 def test_the_forward_profile_times_a_grid_of_k_and_interpolates_between(monkeypatch):
     """Every k up to 16, then every fourth and the last; the k between lie on the line between."""
-    import hdlib.profile
+    import hdlib.forward_time
 
     timed = []
 
@@ -37,13 +37,13 @@ def test_the_forward_profile_times_a_grid_of_k_and_interpolates_between(monkeypa
         timed.append(len(tokens))
         return 0.010 + 0.001 * len(tokens) + (0.005 if len(tokens) >= 4 else 0)  # a step at 4 rows
 
-    monkeypatch.setattr(hdlib.profile, "time_pass", time_pass)
-    profile = hdlib.profile.measure_forward(tiny_llama(), context_len=4, max_k=30, repeats=1, progress=False)
+    monkeypatch.setattr(hdlib.forward_time, "time_pass", time_pass)
+    profile = hdlib.forward_time.measure_forward(tiny_llama(), context_len=4, max_k=30, repeats=1, progress=False)
     grid = [*range(1, 17), 20, 24, 28, 30]
-    assert hdlib.profile.measured_ks(30) == grid and sorted(set(timed)) == grid
+    assert hdlib.forward_time.measured_ks(30) == grid and sorted(set(timed)) == grid
     assert len(profile.seconds) == 30
     for k in grid:
         assert profile.seconds[k - 1] == pytest.approx(0.015 + 0.001 * k if k >= 4 else 0.010 + 0.001 * k)
     assert profile.seconds[21] == pytest.approx((profile.seconds[19] + profile.seconds[23]) / 2)  # k = 22
     with pytest.raises(HDError, match="ks must hold both"):
-        hdlib.profile.measure_forward(tiny_llama(), context_len=4, max_k=30, ks=[1, 8], progress=False)
+        hdlib.forward_time.measure_forward(tiny_llama(), context_len=4, max_k=30, ks=[1, 8], progress=False)

@@ -9,7 +9,7 @@ import torch
 from tiny import VOCAB, save_tiny, tiny_gemma3, tiny_llama
 
 import hdlib.bench.run
-from hdlib.bench import Answered, BenchResults, divergence_table, identical_line, run_benchmark, summary
+from hdlib.bench import BenchResults, QuestionRuns, divergence_table, identical_line, run_benchmark, summary
 from hdlib.decoding import DecodeSettings, run
 from hdlib.divergence import (
     DIVERGENCE,
@@ -125,7 +125,7 @@ def test_the_bench_reports_where_an_hd_answer_parts_from_ar(lm, monkeypatch):
         return g
 
     monkeypatch.setattr(hdlib.bench.run, "generate", corrupt)
-    seen: list[Answered] = []
+    seen: list[QuestionRuns] = []
     questions = [Question(1, "qa", ("hello world how", "how are you")), Question(2, "rag", ("you are hello",))]
     r = run_benchmark(lm, questions, ["hd:C@8"], max_new_tokens=10, on_question=lambda q, a: seen.append(a))
 
@@ -149,7 +149,7 @@ def test_the_bench_reports_where_an_hd_answer_parts_from_ar(lm, monkeypatch):
     assert "q1 hd:C@8 turn 1: token 2:" in table and "(float32): divergence" in table
     assert table in summary(r)
     # Kept in the raw file and the results file alike.
-    assert [Answered.from_json(json.loads(json.dumps(a.to_json()))).divergences for a in seen] == [
+    assert [QuestionRuns.from_json(json.loads(json.dumps(a.to_json()))).divergences for a in seen] == [
         a.divergences for a in seen
     ]
     assert BenchResults.from_json(json.loads(json.dumps(r.to_json()))).divergences == r.divergences

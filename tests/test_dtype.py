@@ -13,11 +13,11 @@ import torch
 from tiny import save_tiny, tiny_llama
 from transformers import AutoModelForCausalLM
 
-import hdlib.profile
+import hdlib.forward_time
 from hdlib.cli import build_parser
 from hdlib.errors import HDError
+from hdlib.forward_time import profile_key
 from hdlib.models import DTYPE_CHOICES, load_model, resolve_dtype
-from hdlib.profile import profile_key
 
 CPU, CUDA = torch.device("cpu"), torch.device("cuda")
 
@@ -68,7 +68,7 @@ def test_the_profile_key_names_dtype_device_torch_and_cuda(monkeypatch):
     assert profile_key(model, 256, 64) == key
     assert profile_key(tiny_llama().to(torch.bfloat16), 256, 64) != key
 
-    monkeypatch.setattr(hdlib.profile, "_cpu_name", lambda: "Another CPU")
+    monkeypatch.setattr(hdlib.forward_time, "_cpu_name", lambda: "Another CPU")
     assert profile_key(model, 256, 64) != key
     monkeypatch.undo()
     assert profile_key(model, 256, 64) == key

@@ -27,7 +27,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("trace", "sampling", "choices"),  # the records; the acceptance rule; the model's choices from the logits
     ("budget",),  # the budget policies: no torch, no model
     ("value", "verifier"),
-    ("profile", "drafter", "models", "divergence"),  # divergence: where two answers part, and why
+    ("forward_time", "drafter", "models", "divergence"),  # divergence: where two answers part, and why
     ("answerers",),  # who writes the model database's answers: transformers, vLLM, a server
     ("modeldb", "statsdb"),  # the offline databases' builders
     ("databases",),  # the tier registry, the databases opened
@@ -37,7 +37,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("bench.run", "bench.reports", "bench.ranking"),  # answering; the printed report; against the paper
     ("bench",),
     ("benchlog",),
-    ("viz.trace",),
+    ("viz.generation",),
     ("viz.tree", "viz.mechanics", "viz.lookup", "viz.bench", "viz.cost", "viz.sampling"),
     ("viz.widgets",),
     ("viz",),

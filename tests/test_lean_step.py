@@ -22,7 +22,7 @@ from hdlib.choices import TOP_BLOCK, SoftmaxBuffer, model_choices, settle_ties, 
 from hdlib.decoding import Decoder, DecodeSettings, run
 from hdlib.drafter import Drafter
 from hdlib.tiers import ContextTier, ModelTier, Tier
-from hdlib.value import ValueTree
+from hdlib.value import ValueBudget
 
 READS = frozenset({"item", "tolist", "cpu", "numpy", "__bool__", "__int__", "__float__", "__index__"})
 PROMPT = (5, 6, 7, 8, 9, 5, 6, 7, 8, 9, 5, 6, 7)
@@ -78,7 +78,7 @@ def test_the_value_tree_step_reads_at_most_twice_too():
     truth = list(PROMPT) + run(m, PROMPT, None, DecodeSettings(max_new_tokens=40)).tokens
     tiers = [ContextTier(), OracleTier(truth, VOCAB, seed=5, tier=Tier.STATISTICS), ModelTier.recycling_only()]
     decoder = Decoder(
-        m, PROMPT, Drafter(tiers), DecodeSettings(max_new_tokens=40), budget=ValueTree(flat_profile([0.01] * 64))
+        m, PROMPT, Drafter(tiers), DecodeSettings(max_new_tokens=40), budget=ValueBudget(flat_profile([0.01] * 64))
     )
     assert max(len(calls) for calls in reads_per_step(decoder)) <= 2
 
@@ -144,7 +144,7 @@ def test_the_softmax_buffer_gives_the_same_choices_and_is_kept():
 def test_step_times_name_every_phase():
     m = model("llama")
     tiers = [ContextTier(), ModelTier.recycling_only()]
-    gen = run(m, PROMPT, Drafter(tiers), DecodeSettings(max_new_tokens=12), budget=ValueTree(flat_profile()))
+    gen = run(m, PROMPT, Drafter(tiers), DecodeSettings(max_new_tokens=12), budget=ValueBudget(flat_profile()))
     for step in gen.steps:
         t = step.times
         assert t.policy > 0 and t.draft > 0 and t.forward > 0 and t.accept > 0 and t.update > 0
@@ -169,7 +169,7 @@ def test_records_and_recycled_guesses_agree_with_acceptance_on_ties():
 
 def test_the_model_tier_and_the_value_tree_share_one_table():
     m = model("llama")
-    tier, policy = ModelTier.recycling_only(), ValueTree(flat_profile())
+    tier, policy = ModelTier.recycling_only(), ValueBudget(flat_profile())
     assert tier.successors is not policy.successors
     gen = run(m, PROMPT, Drafter([ContextTier(), tier]), DecodeSettings(max_new_tokens=16), budget=policy)
     assert tier.successors is policy.successors and len(tier.successors.table) > 0

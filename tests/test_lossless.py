@@ -20,7 +20,7 @@ from hdlib.decoding import DecodeSettings, run
 from hdlib.drafter import Drafter
 from hdlib.errors import HDError
 from hdlib.tiers import BONUS, ContextSettings, ContextTier, Tier
-from hdlib.value import ValueTree
+from hdlib.value import ValueBudget
 
 MODELS = {"llama": tiny_llama, "gemma3": tiny_gemma3}
 
@@ -167,7 +167,7 @@ def test_the_value_ranked_tree_and_the_recycling_model_tier_equal_plain_greedy(
         "R": lambda: ModelTier(np.array([[VOCAB - 1] * 3]), np.array([1])),
     }
     drafter = Drafter([make[c]() for c in order])
-    policy = ValueTree(PROFILES[profile], candidates=candidates)
+    policy = ValueBudget(PROFILES[profile], candidates=candidates)
     got = run(model(name), prompt, drafter, DecodeSettings(max_new_tokens=max_new), (), policy)
     assert got.tokens == want
     for step in got.steps:
@@ -185,7 +185,7 @@ def test_the_model_tier_recycles_the_models_own_guesses(name):
     prompt = (5, 6, 7, 8, 9) * 3
     want = plain(name, prompt, 40)
     tier = ModelTier(np.array([[VOCAB - 1] * 3]), np.array([1]))  # no phrase matches: only recycling
-    got = run(model(name), prompt, Drafter([tier]), DecodeSettings(max_new_tokens=40), (), ValueTree(flat_profile()))
+    got = run(model(name), prompt, Drafter([tier]), DecodeSettings(max_new_tokens=40), (), ValueBudget(flat_profile()))
     assert got.tokens == want
     recycled = [n for s in got.steps for n in s.accepted_nodes[1:] if s.tree.sources[n] == "recycled"]
     assert len(recycled) >= 5  # the model's guesses of earlier passes were drafted and accepted

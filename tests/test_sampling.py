@@ -45,7 +45,7 @@ from hdlib.sampling import (
 from hdlib.tiers import BONUS, ContextTier, Tier
 from hdlib.tiers.base import Draft, DraftTier
 from hdlib.tiers.model import ModelTier
-from hdlib.value import ValueTree
+from hdlib.value import ValueBudget
 
 V = 8  # vocabulary of the chi-square tests' model
 PROMPT = (3, 4, 5, 3, 4, 5, 3)
@@ -207,7 +207,7 @@ def answers(
     for seed in range(first, n):
         drafter = Drafter([make[c]() for c in tiers])
         settings = DecodeSettings(n_new, warp.temperature, warp.top_p, warp.top_k, seed=seed, sampling_rule=rule)
-        policy = ValueTree(flat_profile(), candidates=8) if budget == "value" else FixedBudget(budget)
+        policy = ValueBudget(flat_profile(), candidates=8) if budget == "value" else FixedBudget(budget)
         got = run(small_model(), PROMPT, drafter, settings, () if eos is None else (eos,), policy)
         got_all.append(tuple(got.tokens))
         accepted_drafts += sum(t is not BONUS for t in got.token_tiers)
@@ -431,7 +431,7 @@ def test_sampled_hd_is_plain_sampling_token_for_token(name, prompt, order, budge
     """Whatever the tiers, their order, the budget (fixed, or the value-ranked tree) and the warp."""
     want = plain_sample(name, prompt, max_new, warp, seed)
     drafter = truth_drafter(order, list(prompt) + want, seed % 1000)
-    policy = ValueTree(flat_profile(), candidates=12) if budget == "value" else FixedBudget(budget)
+    policy = ValueBudget(flat_profile(), candidates=12) if budget == "value" else FixedBudget(budget)
     got = run(same_model(name), prompt, drafter, sampled(warp, max_new, seed), (), policy)
     assert got.tokens == want and got.seed == seed and got.sampling_rule == "gumbel"
     if "O" in order and budget and max_new > 8:

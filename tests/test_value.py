@@ -20,7 +20,7 @@ from hdlib.value import (
     DEFAULT_PRIOR,
     AcceptanceModel,
     AcceptancePrior,
-    ValueTree,
+    ValueBudget,
     best_size,
     node_kinds,
     path_probabilities,
@@ -59,7 +59,7 @@ def test_the_kept_nodes_are_the_most_probable_and_closed_under_ancestors(drafts,
             for part in ("", "x")
         }
     )
-    policy = ValueTree(STEEP if steep else FLAT)
+    policy = ValueBudget(STEEP if steep else FLAT)
     policy.model = model
     kept, estimates = policy.select(tree)
     probs = path_probabilities(tree, model, tree_kinds(tree))
@@ -81,7 +81,7 @@ def test_the_kept_nodes_are_the_most_probable_and_closed_under_ancestors(drafts,
 
 def test_nothing_is_verified_when_drafts_do_not_pay_on_a_steep_profile():
     tree = build([((1, 2, 3), Tier.STATISTICS)])
-    policy = ValueTree(STEEP)
+    policy = ValueBudget(STEEP)
     policy.model = AcceptanceModel({"statistics//-1/-1": (0.3, SURE)})  # 1.3 tokens for 1.5 times the time
     kept, estimates = policy.select(tree)
     assert kept.n_drafted == 0 and estimates == (1.0,)
@@ -148,7 +148,7 @@ def test_observe_learns_only_from_nodes_whose_parent_was_accepted():
     tree = DraftTree(root=0)
     tree.add((1, 2), Tier.CONTEXT, 8, 8)  # nodes 1 -> 2
     tree.add((3,), Tier.CONTEXT, 8, 8)  # node 3
-    policy = ValueTree(FLAT)
+    policy = ValueBudget(FLAT)
     policy.model = AcceptanceModel(decay=1.0)
     step = Step(0, 5, 8, tree, (0, 3), (3, 7), (Tier.CONTEXT, BONUS), StepTimes(0, 0, 0, 0, 0))
     policy.observe(step)
@@ -166,7 +166,7 @@ def test_the_prior_is_kept_on_disk_and_merged(tmp_path):
     assert AcceptancePrior(path).rates() == {"context//-1/-1": pytest.approx((0.5, 20.0))}
     path.write_text("{not json")
     assert AcceptancePrior(path).rates() == {}  # a damaged file is started again
-    policy = ValueTree(FLAT, AcceptancePrior(path))
+    policy = ValueBudget(FLAT, AcceptancePrior(path))
     tree = build([((1,), Tier.CONTEXT)])
     policy.observe(Step(0, 5, 8, tree, (0, 1), (1, 7), (Tier.CONTEXT, BONUS), StepTimes(0, 0, 0, 0, 0)))
     policy.finish()
@@ -188,7 +188,7 @@ def test_a_prior_with_rates_above_one_is_dropped_with_one_line(tmp_path, capsys)
 
     def generate() -> list[int]:
         tiers = Drafter([ContextTier(), OracleTier(truth, VOCAB, seed=1)])
-        policy = ValueTree(SHORT, AcceptancePrior(path))  # at most 3 nodes kept: the best, not all
+        policy = ValueBudget(SHORT, AcceptancePrior(path))  # at most 3 nodes kept: the best, not all
         return run(model, prompt, tiers, DecodeSettings(max_new_tokens=24), budget=policy).tokens
 
     assert generate() == truth[len(prompt) :]
@@ -206,7 +206,7 @@ def test_a_prior_with_rates_above_one_is_dropped_with_one_line(tmp_path, capsys)
 
 def test_bad_settings_are_refused():
     with pytest.raises(HDError):
-        ValueTree(FLAT, candidates=-1)
+        ValueBudget(FLAT, candidates=-1)
     with pytest.raises(HDError):
         AcceptanceModel(decay=0)
     with pytest.raises(HDError):

@@ -176,8 +176,8 @@ def test_draft_tree_figure_without_a_bonus_when_an_end_token_cut_the_step():
 
 
 def test_labels_escape_only_what_plotly_reads():
-    assert viz.trace.show('"') == '"'  # html.escape's &quot; would be drawn as written
-    assert viz.trace.show(" <b>bold & more") == "&lt;b&gt;bold &amp; more"  # no markup from a token
+    assert viz.generation.show('"') == '"'  # html.escape's &quot; would be drawn as written
+    assert viz.generation.show(" <b>bold & more") == "&lt;b&gt;bold &amp; more"  # no markup from a token
     step = Step(0, 6, 8, first_tree(), (0, 1), (1, 3), (C, T), times(0.1))
     fig = viz.draft_tree_figure(step, label={7: "say", 1: '"', 2: "'", 3: "<b>", 4: "&", 5: "x"}.get)
     texts = {text for trace in fig.data for text in trace.text or ()}
@@ -191,8 +191,8 @@ def test_labels_escape_only_what_plotly_reads():
 
 def test_tree_labels_are_cut_to_their_column_and_whole_on_hover():
     """Seen in notebook 03: in a tree 11 deep, "environment" ran over its neighbour's label."""
-    assert viz.trace.show("environment", 6) == "envir\u2026"
-    assert viz.trace.show("<b>bold", 4) == "&lt;b&gt;\u2026"  # cut before escaping: no entity cut in half
+    assert viz.generation.show("environment", 6) == "envir\u2026"
+    assert viz.generation.show("<b>bold", 4) == "&lt;b&gt;\u2026"  # cut before escaping: no entity cut in half
     deep = DraftTree(root=0)
     deep.add(list(range(1, 12)), C, 11, 11)  # 11 deep
     deep.add([12, 13], S, 2, 2)
@@ -278,7 +278,7 @@ def test_tier_steps_figure_counts_tokens_per_tier_per_step():
     gen = hand_trace()
     fig = viz.tier_steps_figure(gen, step=2)
     for tier in viz.figure_tiers(gen):
-        bars = trace_of(fig, viz.trace.tier_name(tier))
+        bars = trace_of(fig, viz.generation.tier_name(tier))
         assert list(bars.y) == [sum(t == tier for t in s.tiers) for s in gen.steps]
         assert bars.marker.color == tier.color
     assert list(trace_of(fig, "drafted").y) == [5, 2, 0]
@@ -483,10 +483,10 @@ def shown_tokens(view) -> dict[str, list[int]]:
 
 
 def expected_tokens(gen: Generation, upto: int) -> dict[str, list[int]]:
-    out: dict[str, list[int]] = {viz.trace.tier_name(t): [] for t in viz.figure_tiers(gen)}
+    out: dict[str, list[int]] = {viz.generation.tier_name(t): [] for t in viz.figure_tiers(gen)}
     for s in gen.steps[: upto + 1]:
         for token, tier in zip(s.tokens, s.tiers):
-            out[viz.trace.tier_name(tier)].append(token)
+            out[viz.generation.tier_name(tier)].append(token)
     return out
 
 
@@ -559,7 +559,10 @@ def test_reordering_tiers_reaches_the_drafter_and_the_figures(view):
     assert shown_tokens(view) == expected_tokens(gen, view.step.value)
     bars = {t.name: list(t.y) for t in view.steps_fig.figure.data}
     assert bars == {
-        **{viz.trace.tier_name(t): [sum(x == t for x in s.tiers) for s in gen.steps] for t in viz.figure_tiers(gen)},
+        **{
+            viz.generation.tier_name(t): [sum(x == t for x in s.tiers) for s in gen.steps]
+            for t in viz.figure_tiers(gen)
+        },
         "drafted": [s.tree.n_drafted for s in gen.steps],
     }
     # A disabled tier keeps its place in the order: re-enabling it gives back the same setting.

@@ -12,7 +12,7 @@ every turn (the conversation so far is the baseline's), so the drift of a shared
 them alike.
 
 Each answered turn is kept as a `Turn` (counts, seconds, a digest of the tokens) and each question
-as an `Answered` record; the metrics are computed from those records only, so a run resumed from
+as an `QuestionRuns` record; the metrics are computed from those records only, so a run resumed from
 its raw results file (hdlib.benchlog) aggregates exactly like an uninterrupted one. The results are
 a `BenchResults` (each method's `Metrics` overall and per task); `to_json` writes the file
 `hdlib bench --out` holds and `from_json` reads one back, older files included.
@@ -36,10 +36,10 @@ from hdlib.bench.methods import ALL_ORDERS, Method, all_orders, expand, parse_me
 from hdlib.bench.ranking import PAPER_ORDERS, OrderComparison, compare_orders, kendall, ranks, spearman
 from hdlib.bench.records import (
     METRICS,
-    Answered,
     BenchResults,
     MethodResult,
     Metrics,
+    QuestionRuns,
     Results,
     Tally,
     Turn,
@@ -56,14 +56,14 @@ from hdlib.bench.reports import (
     summary,
     table,
 )
-from hdlib.bench.run import MethodProgress, answer, find_divergences, progress_line, run_benchmark
+from hdlib.bench.run import MethodProgress, answer_question, find_divergences, progress_line, run_benchmark
 
 __all__ = [
     "ALL_ORDERS",
     "FAIRNESS_LIMIT",
     "METRICS",
     "PAPER_ORDERS",
-    "Answered",
+    "QuestionRuns",
     "BenchResults",
     "Method",
     "MethodProgress",
@@ -76,7 +76,7 @@ __all__ = [
     "TurnDivergence",
     "aggregate",
     "all_orders",
-    "answer",
+    "answer_question",
     "compare_orders",
     "digest",
     "divergence_table",

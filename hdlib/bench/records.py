@@ -1,4 +1,4 @@
-"""What a benchmark keeps: each answered turn (`Turn`), each question (`Answered`), the metrics
+"""What a benchmark keeps: each answered turn (`Turn`), each question (`QuestionRuns`), the metrics
 computed from those records only (`aggregate`), and a run's results (`BenchResults`) with their JSON."""
 
 from __future__ import annotations
@@ -90,7 +90,7 @@ class TurnDivergence:
 
 
 @dataclass(frozen=True)
-class Answered:
+class QuestionRuns:
     """Every method's turns on one question."""
 
     question_id: int
@@ -104,7 +104,7 @@ class Answered:
         return {"question_id": self.question_id, "task": self.task, "runs": runs, **parted}
 
     @classmethod
-    def from_json(cls, row: Mapping[str, Any]) -> Answered:
+    def from_json(cls, row: Mapping[str, Any]) -> QuestionRuns:
         runs = {str(name): [Turn.from_json(t) for t in turns] for name, turns in row["runs"].items()}
         parted = [TurnDivergence.from_json(d) for d in row.get("divergences", [])]
         return cls(int(row["question_id"]), str(row["task"]), runs, parted)
@@ -247,7 +247,7 @@ class Tally:
         )
 
 
-def aggregate(records: Sequence[Answered], method_names: Sequence[str]) -> dict[str, MethodResult]:
+def aggregate(records: Sequence[QuestionRuns], method_names: Sequence[str]) -> dict[str, MethodResult]:
     """Each method's metrics overall and per task (tasks in the order they first appear)."""
     tasks = list(dict.fromkeys(r.task for r in records))
     tallies = {name: {"overall": Tally(), **{task: Tally() for task in tasks}} for name in method_names}

@@ -9,7 +9,7 @@ from tqdm.auto import tqdm
 
 from hdlib.baselines import hf_generate
 from hdlib.bench.methods import Method, parse_methods
-from hdlib.bench.records import Answered, BenchResults, Turn, TurnDivergence, aggregate
+from hdlib.bench.records import BenchResults, QuestionRuns, Turn, TurnDivergence, aggregate
 from hdlib.cpu import describe_machine
 from hdlib.decoding import generate
 from hdlib.divergence import explain, locate
@@ -19,7 +19,7 @@ from hdlib.sampling import SAMPLING_RULES
 from hdlib.specbench import Question
 
 
-def answer(
+def answer_question(
     lm: LoadedModel,
     question: Question,
     method: Method,
@@ -83,9 +83,9 @@ def run_benchmark(
     questions: Sequence[Question],
     method_names: str | Sequence[str],
     max_new_tokens: int = 256,
-    on_question: Callable[[Question, Answered], None] | None = None,
+    on_question: Callable[[Question, QuestionRuns], None] | None = None,
     temperature: float = 0.0,
-    done: Sequence[Answered] = (),
+    done: Sequence[QuestionRuns] = (),
     on_answer: Callable[[Question, str], None] | None = None,
     sampling_rule: str = SAMPLING_RULES[0],
     prompt_format: str = "auto",
@@ -97,7 +97,7 @@ def run_benchmark(
     `on_answer` sees each (question, method name) as that method finishes it (`MethodProgress`).
     At temperature > 0 every method samples (question i, turn j with seed 1000 i + j), hdlib's by
     `sampling_rule`: with "gumbel" every hd method's answers are `ar`'s, with "rejection" only their
-    distribution is. Questions are encoded in `prompt_format` (see `answer`).
+    distribution is. Questions are encoded in `prompt_format` (see `answer_question`).
     """
     methods = parse_methods(method_names)
     chosen_format = lm.resolve_prompt_format(prompt_format)  # checked before the first answer
@@ -110,21 +110,23 @@ def run_benchmark(
     if todo:
         warm = Question(0, "warmup", ("Say hello.",))
         for method in methods:
-            answer(lm, warm, method, (), 8, prompt_format=chosen_format)
+            answer_question(lm, warm, method, (), 8, prompt_format=chosen_format)
     for question in todo:
         seed = 1000 * question.question_id
-        base = answer(lm, question, methods[0], (), max_new_tokens, temperature, seed, sampling_rule, chosen_format)
+        base = answer_question(
+            lm, question, methods[0], (), max_new_tokens, temperature, seed, sampling_rule, chosen_format
+        )
         runs = {"ar": base}
         history = [t.text for t in base]
         for method in methods:
             if method is not methods[0]:
-                runs[method.name] = answer(
+                runs[method.name] = answer_question(
                     lm, question, method, history, max_new_tokens, temperature, seed, sampling_rule, chosen_format
                 )
             if on_answer is not None:
                 on_answer(question, method.name)
         parted = find_divergences(lm, question.question_id, methods, runs, greedy=temperature == 0)
-        records[question.question_id] = Answered(question.question_id, question.task, runs, parted)
+        records[question.question_id] = QuestionRuns(question.question_id, question.task, runs, parted)
         if on_question is not None:
             on_question(question, records[question.question_id])
     return BenchResults(
@@ -161,7 +163,7 @@ class MethodProgress:
             bar.close()
 
 
-def progress_line(question: Question, answered: Answered) -> str:
+def progress_line(question: Question, answered: QuestionRuns) -> str:
     """One line per finished question: each method's MAT on it."""
     mats = " ".join(
         f"{name}: MAT {sum(t.tokens for t in turns) / max(sum(t.steps for t in turns), 1):.2f}"

@@ -121,8 +121,8 @@ def report_lines(hd, plain, dtype: str = "float32") -> list[str]:
 
 def cmd_warmup(args: argparse.Namespace) -> int:
     from hdlib.databases import make_tier
+    from hdlib.forward_time import load_or_measure
     from hdlib.models import dtype_name, load_model
-    from hdlib.profile import load_or_measure
 
     lm = load_model(args.model, device=args.device, dtype=args.dtype)
     for tier in (Tier.MODEL, Tier.STATISTICS):  # the statistics database is built here on first use

@@ -7,6 +7,15 @@ viz.StepThrough(lm)                    # the whole step-through GUI
 """
 
 from hdlib.viz.cost import CostPoint, break_even, cost_figure, cost_points
+from hdlib.viz.generation import (
+    answer_pieces,
+    compare_figure,
+    figure_tiers,
+    tier_steps_figure,
+    token_figure,
+    token_labeller,
+    token_layout,
+)
 from hdlib.viz.lookup import (
     TierDraft,
     drafter_tree,
@@ -24,15 +33,6 @@ from hdlib.viz.mechanics import (
     step_buffers,
 )
 from hdlib.viz.sampling import outcomes_figure, trials_figure
-from hdlib.viz.trace import (
-    answer_pieces,
-    compare_figure,
-    figure_tiers,
-    tier_steps_figure,
-    token_figure,
-    token_labeller,
-    token_layout,
-)
 from hdlib.viz.tree import draft_tree_figure, tree_layout
 from hdlib.viz.widgets import (
     FigureOutput,

@@ -21,7 +21,7 @@ from hdlib.databases import lookup_latency  # noqa: F401  (re-exported: the figu
 from hdlib.drafter import Drafter
 from hdlib.tiers.base import DraftTier, Tier
 from hdlib.tree import DraftTree
-from hdlib.viz.trace import TokenLabel, bracket_label
+from hdlib.viz.generation import TokenLabel, bracket_label
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from hdlib.errors import HDError
 from hdlib.trace import Generation, Step
 from hdlib.tree import DraftTree, TreeBuffers, tree_buffers
 from hdlib.verifier import compact_cache, tree_attention_mask
-from hdlib.viz.trace import ROOT_COLOR, TokenLabel, bracket_label, hover_text, show, tier_name
+from hdlib.viz.generation import ROOT_COLOR, TokenLabel, bracket_label, hover_text, show, tier_name
 
 HIDDEN, VISIBLE = "#F2F2F2", "#3B6FB6"
 

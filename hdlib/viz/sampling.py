@@ -17,7 +17,7 @@ import torch
 from plotly.subplots import make_subplots
 
 from hdlib.sampling import Trial, chi_square_p_value
-from hdlib.viz.trace import ACCEPTED_COLOR, REJECTED_COLOR, RUN_COLORS, TokenLabel, bracket_label
+from hdlib.viz.generation import ACCEPTED_COLOR, REJECTED_COLOR, RUN_COLORS, TokenLabel, bracket_label
 
 
 def trials_figure(

@@ -10,7 +10,7 @@ import plotly.graph_objects as go
 from hdlib.tiers.base import BONUS, Tier
 from hdlib.trace import Step
 from hdlib.tree import DraftTree
-from hdlib.viz.trace import (
+from hdlib.viz.generation import (
     ACCEPTED_COLOR,
     FONT,
     REJECTED_COLOR,

@@ -36,13 +36,13 @@ from hdlib.paths import data_dir
 from hdlib.specbench import load_questions
 from hdlib.tiers import DEFAULT_TIERS, DraftTier, Tier
 from hdlib.trace import Generation
-from hdlib.viz.mechanics import attention_mask_figure, cache_compaction_figure, position_ids_figure
-from hdlib.viz.trace import (
+from hdlib.viz.generation import (
     TokenLabel,
     tier_steps_figure,
     token_figure,
     token_labeller,
 )
+from hdlib.viz.mechanics import attention_mask_figure, cache_compaction_figure, position_ids_figure
 from hdlib.viz.tree import draft_tree_figure
 
 
