@@ -191,11 +191,10 @@ def runs_of(data: Mapping[str, Any]) -> list[Mapping[str, Any]]:
 # hdlib bench results (BenchResults.to_json) ------------------------------------------------------
 
 TIER_ORDER = ("context", "model", "statistics")
-LEGACY_BONUS = "target"  # the bonus token's name in files written before it was called "bonus"
 
 
 def tier_shares(metrics: Mapping[str, Any]) -> dict[str, float]:
-    return {"bonus" if k == LEGACY_BONUS else k: float(v) for k, v in (metrics.get("tier_share") or {}).items()}
+    return {k: float(v) for k, v in (metrics.get("tier_share") or {}).items()}
 
 
 def bench_tables(data: Mapping[str, Any]) -> list[str]:

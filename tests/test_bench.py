@@ -8,6 +8,7 @@ raw file) is checked on plain data.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from tiny import save_tiny
@@ -238,19 +239,34 @@ def metrics(**given: object) -> dict:
 
 def synthetic(overall: dict[str, dict], **top: object) -> dict:
     """The JSON of a results file whose methods have these overall metrics (the rest neutral)."""
-    head = {"model": "m", "device": "cpu", "temperature": 0.0, "max_new_tokens": 8, "questions": 1, **top}
+    head = {"model": "m", "device": "cpu", "dtype": "float32", "machine": {}, "temperature": 0.0, "max_new_tokens": 8}
+    head |= {"questions": 1, **top}
     return head | {"methods": {n: {"overall": metrics(**m), "tasks": {"qa": metrics(**m)}} for n, m in overall.items()}}
 
 
-def test_results_files_of_every_age_read_back():
-    old = synthetic({"ar": {"tier_share": {"target": 1.0}}, "hd": {"tier_share": {"context": 0.5, "target": 0.5}}})
-    old["date"] = "2026-11-30"  # what a script added
-    read = BenchResults.from_json(old)
-    assert read.dtype == "float32" and read.machine == {} and read.extra == {"date": "2026-11-30"}
-    assert read.methods["hd"].overall.tier_share == {"context": 0.5, "bonus": 0.5}  # the bonus token's old name
-    assert read.to_json()["date"] == "2026-11-30" and set(read.to_json()) == set(old) | {"dtype", "machine"}
-    turn = Turn.from_json({**Turn(3, 3, 0.1, 0.0, 0.01, 0.1, {}, "abc").to_json(), "tiers": {"target": 3}})
-    assert turn.tiers == {"bonus": 3}
+def test_a_results_file_reads_back_as_written():
+    written = synthetic({"ar": {"tier_share": {"bonus": 1.0}}, "hd": {"tier_share": {"context": 0.5, "bonus": 0.5}}})
+    written["date"] = "2026-11-30"  # what a script added
+    read = BenchResults.from_json(written)
+    assert read.extra == {"date": "2026-11-30"}
+    assert read.methods["hd"].overall.tier_share == {"context": 0.5, "bonus": 0.5}
+    assert read.to_json() == written
+
+
+def committed_bench_results() -> list[Path]:
+    """The committed results files that `hdlib bench` (or a script through `run_benchmark`) wrote."""
+    files = sorted((Path(__file__).parent.parent / "benchmarks" / "results").glob("*/*.json"))
+    return [f for f in files if {"model", "device", "methods"} <= set(json.loads(f.read_text()))]
+
+
+@pytest.mark.parametrize("path", committed_bench_results(), ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_every_committed_bench_results_file_reads_back_as_it_is(path):
+    data = json.loads(path.read_text())
+    assert BenchResults.from_json(data).to_json() == data
+    raw = path.with_suffix(".raw.jsonl")
+    if raw.exists():
+        rows = [json.loads(line) for line in raw.read_text().splitlines()[1:]]  # after the run's header line
+        assert [QuestionRuns.from_json(row).to_json() for row in rows] == rows
 
 
 def test_fairness_line():

@@ -12,10 +12,10 @@ every turn (the conversation so far is the baseline's), so the drift of a shared
 them alike.
 
 Each answered turn is kept as a `Turn` (counts, seconds, a digest of the tokens) and each question
-as an `QuestionRuns` record; the metrics are computed from those records only, so a run resumed from
+as a `QuestionRuns` record; the metrics are computed from those records only, so a run resumed from
 its raw results file (hdlib.benchlog) aggregates exactly like an uninterrupted one. The results are
 a `BenchResults` (each method's `Metrics` overall and per task); `to_json` writes the file
-`hdlib bench --out` holds and `from_json` reads one back, older files included.
+`hdlib bench --out` holds and `from_json` reads one back.
 
 Tier letters in `hd:ORDER` are any known tier's (`hdlib.databases.register_tier`): `hd:CX` asks the
 context tier, then the tier whose letter is X.

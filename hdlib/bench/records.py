@@ -11,15 +11,12 @@ from typing import Any
 
 from hdlib.baselines import HFGeneration
 from hdlib.divergence import Divergence
-from hdlib.tiers import BONUS
 from hdlib.trace import Generation
-
-LEGACY_BONUS = "target"  # what files written before hdlib named the bonus token "bonus" call it
 
 
 def _tier_counts(counts: Mapping[str, Any], kind: type) -> dict[str, Any]:
-    """Per-tier numbers from a file, the bonus token under its name whatever the file's age."""
-    return {BONUS.name if str(k) == LEGACY_BONUS else str(k): kind(v) for k, v in counts.items()}
+    """Per-tier numbers from a file, keyed by tier name."""
+    return {str(k): kind(v) for k, v in counts.items()}
 
 
 def digest(tokens: Sequence[int]) -> str:
@@ -161,7 +158,7 @@ class BenchResults:
     extra: dict[str, Any] = field(default_factory=dict)  # what a script added to the file (date, command), kept
     sampling_rule: str = ""  # how hd methods accepted drafts when sampling; "" at temperature 0
     divergences: list[TurnDivergence] = field(default_factory=list)  # every hd turn that parts from `ar`'s
-    prompt_format: str = ""  # how questions were encoded ("chat-template", "vicuna", "raw"); "" in older files
+    prompt_format: str = ""  # how questions were encoded ("chat-template", "vicuna", "raw"); "" where not recorded
 
     @property
     def tasks(self) -> list[str]:
@@ -177,25 +174,23 @@ class BenchResults:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> BenchResults:
-        """Results as `to_json` (or `hdlib bench --out`) wrote them; files from before a field existed
-        read with its default (no `machine`: {}; no `dtype`: float32; sampled with no `sampling_rule`:
-        rejection, the only rule then; no `prompt_format`: "")."""
+        """Results as `to_json` (or `hdlib bench --out`) wrote them (fields it leaves out when empty read
+        as empty)."""
         known = {
             "model", "device", "dtype", "machine", "temperature", "sampling_rule", "prompt_format", "max_new_tokens",
             "questions", "methods", "divergences",
         }  # fmt: skip
-        temperature = float(data["temperature"])
         return cls(
             model=str(data["model"]),
             device=str(data["device"]),
-            dtype=str(data.get("dtype", "float32")),
-            machine=dict(data.get("machine", {})),
-            temperature=temperature,
+            dtype=str(data["dtype"]),
+            machine=dict(data["machine"]),
+            temperature=float(data["temperature"]),
             max_new_tokens=int(data["max_new_tokens"]),
             questions=int(data["questions"]),
             methods={str(n): MethodResult.from_json(m) for n, m in data["methods"].items()},
             extra={k: v for k, v in data.items() if k not in known},
-            sampling_rule=str(data.get("sampling_rule", "rejection" if temperature > 0 else "")),
+            sampling_rule=str(data.get("sampling_rule", "")),
             divergences=[TurnDivergence.from_json(d) for d in data.get("divergences", [])],
             prompt_format=str(data.get("prompt_format", "")),
         )

@@ -242,7 +242,7 @@ def write_html_report(results: Results, path: str | Path, title: str = "hdlib be
 
 
 def _cpu(results: BenchResults) -> str:
-    """The CPU as ' (name, N threads)' where the results record it (results before 2026-12 do not)."""
+    """The CPU as ' (name, N threads)' where the results record it (a run with no `machine` recorded gives '')."""
     machine = results.machine
     if not machine:
         return ""
