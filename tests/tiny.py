@@ -23,24 +23,23 @@ from transformers import (
 )
 
 VOCAB = 96
+# What every tiny model shares: its sizes, the wide initialisation, the special tokens' ids.
+TINY = dict(
+    hidden_size=64,
+    intermediate_size=128,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    max_position_embeddings=512,
+    initializer_range=0.3,
+    bos_token_id=0,
+    eos_token_id=1,
+    pad_token_id=2,
+)
 
 
 def tiny_llama(vocab_size: int = VOCAB, seed: int = 0) -> LlamaForCausalLM:
     torch.manual_seed(seed)
-    config = LlamaConfig(
-        vocab_size=vocab_size,
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=512,
-        initializer_range=0.3,
-        bos_token_id=0,
-        eos_token_id=1,
-        pad_token_id=2,
-    )
-    return LlamaForCausalLM(config).eval()
+    return LlamaForCausalLM(LlamaConfig(vocab_size=vocab_size, num_hidden_layers=2, **TINY)).eval()
 
 
 def tiny_gemma3(vocab_size: int = VOCAB, seed: int = 0, sliding_window: int = 6) -> Gemma3ForCausalLM:
@@ -48,19 +47,11 @@ def tiny_gemma3(vocab_size: int = VOCAB, seed: int = 0, sliding_window: int = 6)
     torch.manual_seed(seed)
     config = Gemma3TextConfig(
         vocab_size=vocab_size,
-        hidden_size=64,
-        intermediate_size=128,
         num_hidden_layers=4,
-        num_attention_heads=4,
-        num_key_value_heads=2,
         head_dim=16,
-        max_position_embeddings=512,
         sliding_window=sliding_window,
         layer_types=["sliding_attention", "full_attention"] * 2,
-        initializer_range=0.3,
-        bos_token_id=0,
-        eos_token_id=1,
-        pad_token_id=2,
+        **TINY,
     )
     return Gemma3ForCausalLM(config).eval()
 
