@@ -32,10 +32,9 @@ The package: `methods` (the names), `records` (turns, questions, metrics, result
 ablation).
 """
 
-from hdlib.bench.methods import ALL_ORDERS, Method, all_orders, expand, parse_methods, split_budget
+from hdlib.bench.methods import ALL_ORDERS, Method, expand, parse_methods, split_budget
 from hdlib.bench.ranking import PAPER_ORDERS, OrderComparison, compare_orders, kendall, ranks, spearman
 from hdlib.bench.records import (
-    METRICS,
     BenchResults,
     MethodResult,
     Metrics,
@@ -48,7 +47,6 @@ from hdlib.bench.records import (
     digest,
 )
 from hdlib.bench.reports import (
-    FAIRNESS_LIMIT,
     divergence_table,
     fairness_line,
     identical_line,
@@ -56,12 +54,10 @@ from hdlib.bench.reports import (
     summary,
     table,
 )
-from hdlib.bench.run import MethodProgress, answer_question, find_divergences, progress_line, run_benchmark
+from hdlib.bench.run import MethodProgress, progress_line, run_benchmark
 
 __all__ = [
     "ALL_ORDERS",
-    "FAIRNESS_LIMIT",
-    "METRICS",
     "PAPER_ORDERS",
     "QuestionRuns",
     "BenchResults",
@@ -75,14 +71,11 @@ __all__ = [
     "Turn",
     "TurnDivergence",
     "aggregate",
-    "all_orders",
-    "answer_question",
     "compare_orders",
     "digest",
     "divergence_table",
     "expand",
     "fairness_line",
-    "find_divergences",
     "identical_line",
     "kendall",
     "overall_table",

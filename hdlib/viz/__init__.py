@@ -8,7 +8,6 @@ viz.StepThrough(lm)                    # the whole step-through GUI
 
 from hdlib.viz.cost import CostPoint, break_even, cost_figure, cost_points
 from hdlib.viz.generation import (
-    answer_pieces,
     compare_figure,
     figure_tiers,
     tier_steps_figure,
@@ -39,9 +38,7 @@ from hdlib.viz.widgets import (
     Settings,
     StepMechanics,
     StepThrough,
-    TraceCache,
     prompt_choices,
-    summary_html,
 )
 
 __all__ = [
@@ -51,8 +48,6 @@ __all__ = [
     "StepMechanics",
     "StepThrough",
     "TierDraft",
-    "TraceCache",
-    "answer_pieces",
     "attention_mask_figure",
     "break_even",
     "cache_compaction_figure",
@@ -70,7 +65,6 @@ __all__ = [
     "prompt_choices",
     "showcase_step",
     "step_buffers",
-    "summary_html",
     "tier_drafts",
     "tier_drafts_table",
     "tier_steps_figure",
