@@ -25,12 +25,11 @@ from collections import Counter
 
 from common import load, spec_bench_parser
 
-from hdlib.budget import flat_profile
 from hdlib.cpu import describe_machine
 from hdlib.databases import load_tier
 from hdlib.decoding import DecodeSettings, generate, run
 from hdlib.drafter import Drafter
-from hdlib.forward_time import load_or_measure
+from hdlib.forward_time import flat_profile, load_or_measure
 from hdlib.modeldb import default_model_db_path
 from hdlib.store import write_text_atomic
 from hdlib.tiers import ContextTier, Tier

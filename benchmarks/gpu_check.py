@@ -61,11 +61,11 @@ from oracle import OracleTier  # noqa: E402
 from tiny import VOCAB, tiny_gemma3, tiny_llama  # noqa: E402
 
 import hdlib.verifier  # noqa: E402
-from hdlib.budget import FixedBudget, ForwardProfile, flat_profile  # noqa: E402
+from hdlib.budget import FixedBudget  # noqa: E402
 from hdlib.decoding import Decoder, DecodeSettings, run  # noqa: E402
 from hdlib.divergence import NEAR_TIE, explain, locate  # noqa: E402
 from hdlib.drafter import Drafter  # noqa: E402
-from hdlib.forward_time import time_pass  # noqa: E402
+from hdlib.forward_time import ForwardProfile, flat_profile, time_pass  # noqa: E402
 from hdlib.tiers import ContextTier, DraftTier, ModelTier, Tier  # noqa: E402
 from hdlib.trace import Step  # noqa: E402
 from hdlib.tree import DraftTree  # noqa: E402

@@ -1,10 +1,10 @@
-"""The budget policy's interface, the fixed budget, and the measured forward time they read.
+"""The budget policy's interface and the fixed budget.
 
 A step costs forward(1 + k) for k draft tokens. On a GPU that is nearly flat up to k ~ 64; on a CPU
 it grows at once (the numbers for the packaged model are in benchmarks/, `cpu_forward.py`), so how
 many drafts a step should verify depends on the hardware and on the text. forward(.) is measured
-once per model and device for 1..64 tokens and cached on disk (`hdlib.forward_time`); the policies only
-read it (`ForwardProfile`), so they need neither torch nor a model.
+once per model and device for 1..64 tokens and cached on disk (`hdlib.forward_time`); a policy only
+reads the profile (`ForwardProfile`), so it needs neither a model nor a pass of its own.
 
 `generate`'s default (budget None) is the value-ranked tree (`hdlib.value.ValueBudget`), which decides
 node by node; `FixedBudget` verifies every node the drafter drafted, up to its k.
@@ -13,10 +13,7 @@ node by node; `FixedBudget` verifies every node the drafter drafted, up to its k
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Protocol
-
-import numpy as np
 
 from hdlib.errors import HDError
 from hdlib.tiers.base import ModelGuesses
@@ -77,24 +74,3 @@ class FixedBudget(_VerifyAll):
         pass
 
 
-@dataclass(frozen=True)
-class ForwardProfile:
-    """Median seconds of one forward pass over k = 1..len(seconds) new tokens."""
-
-    seconds: tuple[float, ...]
-    context_len: int
-    key: str
-
-    def forward_s(self, n_tokens: float | np.ndarray) -> np.ndarray:
-        """Seconds for a forward pass over `n_tokens`: interpolated between the measured counts,
-        beyond the last one extended along the line through the middle and the last (NaN stays NaN)."""
-        k, seconds = np.arange(1, len(self.seconds) + 1), np.asarray(self.seconds)
-        n = np.asarray(n_tokens, dtype=float)
-        mid = len(k) // 2
-        slope = (seconds[-1] - seconds[mid]) / (k[-1] - k[mid]) if len(k) > 1 else 0.0
-        return np.where(n > k[-1], seconds[-1] + slope * (n - k[-1]), np.interp(n, k, seconds))
-
-
-def flat_profile(seconds: Sequence[float] | None = None) -> ForwardProfile:
-    """A profile for tests and GPUs-in-theory: forward time independent of k."""
-    return ForwardProfile(tuple(seconds or [1.0] * MAX_BUDGET), 0, "flat")

@@ -127,7 +127,6 @@ class Decoder:
         step_s = sum(s.times.total for s in steps)
         return Generation(
             prompt_ids=list(self.prompt_ids),
-            tokens=tokens,
             steps=steps,
             stop_reason=stop_reason(tokens, self.eos, self.settings.max_new_tokens),
             wall_s=wall,

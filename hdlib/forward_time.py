@@ -14,14 +14,14 @@ import json
 import statistics
 import time
 from collections.abc import Sequence
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 
 import numpy as np
 import torch
 from tqdm.auto import tqdm
 from transformers import PreTrainedModel
 
-from hdlib.budget import MAX_BUDGET, ForwardProfile
+from hdlib.budget import MAX_BUDGET
 from hdlib.cpu import CALIBRATED_ROWS, describe_machine
 from hdlib.errors import HDError
 from hdlib.paths import cache_dir
@@ -42,6 +42,29 @@ def device_name(device: torch.device) -> str:
 @functools.cache
 def _cpu_name() -> str:  # read once: /proc/cpuinfo does not change under a running process
     return str(describe_machine()["cpu"])
+
+
+@dataclass(frozen=True)
+class ForwardProfile:
+    """Median seconds of one forward pass over k = 1..len(seconds) new tokens."""
+
+    seconds: tuple[float, ...]
+    context_len: int
+    key: str
+
+    def forward_s(self, n_tokens: float | np.ndarray) -> np.ndarray:
+        """Seconds for a forward pass over `n_tokens`: interpolated between the measured counts,
+        beyond the last one extended along the line through the middle and the last (NaN stays NaN)."""
+        k, seconds = np.arange(1, len(self.seconds) + 1), np.asarray(self.seconds)
+        n = np.asarray(n_tokens, dtype=float)
+        mid = len(k) // 2
+        slope = (seconds[-1] - seconds[mid]) / (k[-1] - k[mid]) if len(k) > 1 else 0.0
+        return np.where(n > k[-1], seconds[-1] + slope * (n - k[-1]), np.interp(n, k, seconds))
+
+
+def flat_profile(seconds: Sequence[float] | None = None) -> ForwardProfile:
+    """A profile for tests and GPUs-in-theory: forward time independent of k."""
+    return ForwardProfile(tuple(seconds or [1.0] * MAX_BUDGET), 0, "flat")
 
 
 def profile_key(model: PreTrainedModel, context_len: int, max_k: int) -> str:

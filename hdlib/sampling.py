@@ -207,7 +207,7 @@ class Sampler:
         while True:
             node = path[-1]
             probs = distribution(node)
-            token = gumbel_token(probs, position_noise(self.seed, first_position + tree.depths[node], probs.shape[-1]))
+            token = gumbel_token(probs, position_noise(self.seed, first_position + len(path) - 1, probs.shape[-1]))
             if trials is not None:
                 trials.update((child, float(probs[tree.tokens[child]])) for child in tree.children(node))
             chosen = tree.child(node, token)

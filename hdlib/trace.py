@@ -108,7 +108,6 @@ def stop_reason(tokens: Sequence[int], eos: Collection[int], max_new_tokens: int
 @dataclass
 class Generation:
     prompt_ids: list[int]
-    tokens: list[int]  # the new tokens, end-of-sequence token included if one was produced
     steps: list[Step]
     stop_reason: StopReason  # (a plain string of STOP_REASONS is taken too)
     wall_s: float  # from the first prefill to the last step
@@ -119,6 +118,11 @@ class Generation:
     temperature: float = 0.0  # 0: greedy
     seed: int | None = None  # the sampler's seed (None when greedy): with the gumbel rule, it replays the answer
     sampling_rule: str = ""  # how drafts were accepted when sampling (hdlib.sampling); "" when greedy
+
+    @property
+    def tokens(self) -> list[int]:
+        """The new tokens, every step's in turn (the end-of-sequence token included if one was produced)."""
+        return [t for s in self.steps for t in s.tokens]
 
     @property
     def mat(self) -> float:

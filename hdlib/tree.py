@@ -31,7 +31,6 @@ class DraftTree:
     root: int
     tokens: list[int] = field(default_factory=list)
     parents: list[int] = field(default_factory=list)
-    depths: list[int] = field(default_factory=list)
     tiers: list[Tier | None] = field(default_factory=list)
     key_lengths: list[int] = field(default_factory=list)  # context tokens the node's draft matched on
     sources: list[str] = field(default_factory=list)  # the part of its tier that drafted the node
@@ -42,7 +41,7 @@ class DraftTree:
 
     def __post_init__(self) -> None:
         if not self.tokens:
-            self.tokens, self.parents, self.depths, self.tiers = [self.root], [-1], [0], [None]
+            self.tokens, self.parents, self.tiers = [self.root], [-1], [None]
             self.key_lengths, self.sources, self.confidences, self._children = [0], [""], [1.0], [{}]
             self.proposers = [set()]
 
@@ -78,7 +77,6 @@ class DraftTree:
                 child = len(self.tokens)
                 self.tokens.append(token)
                 self.parents.append(node)
-                self.depths.append(self.depths[node] + 1)
                 self.tiers.append(tier)
                 self.key_lengths.append(key_length)
                 self.sources.append(source)
@@ -90,6 +88,21 @@ class DraftTree:
             self.proposers[child].add((tier, source))
             node = child
         return added
+
+    @property
+    def depths(self) -> list[int]:
+        """Every node's depth (the root's 0), derived from `parents` (a parent comes before its child)."""
+        depths = [0]
+        for parent in self.parents[1:]:
+            depths.append(depths[parent] + 1)
+        return depths
+
+    def depth(self, node: int) -> int:
+        """How many edges from the root to `node`."""
+        depth = 0
+        while node > 0:
+            node, depth = self.parents[node], depth + 1
+        return depth
 
     def child(self, node: int, token: int) -> int | None:
         return self._children[node].get(token)
@@ -134,7 +147,6 @@ class DraftTree:
             parent = new[self.parents[old]]
             tree.tokens.append(self.tokens[old])
             tree.parents.append(parent)
-            tree.depths.append(self.depths[old])
             tree.tiers.append(self.tiers[old])
             tree.key_lengths.append(self.key_lengths[old])
             tree.sources.append(self.sources[old])

@@ -42,8 +42,8 @@ from pathlib import Path
 
 import numpy as np
 
-from hdlib.budget import ForwardProfile
 from hdlib.errors import HDError
+from hdlib.forward_time import ForwardProfile
 from hdlib.paths import cache_dir
 from hdlib.store import write_text_atomic
 from hdlib.tiers.base import ModelGuesses, token_before_newest
@@ -74,7 +74,7 @@ def node_kinds(tree: DraftTree, node: int, model_opinion: float = -1.0) -> tuple
     name = tier.name if tier is not None else ""
     coarse = (name, tree.sources[node], band(tree.confidences[node]), band(model_opinion))
     agreed = (*coarse, min(tree.agreement(node), 2))
-    deep = (*agreed, min(tree.depths[node], 6))
+    deep = (*agreed, min(tree.depth(node), 6))
     fine = (*deep, min(tree.key_lengths[node], 4), min(tree.sibling_rank(node), 2))
     return fine, deep, agreed, coarse
 

@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 from tiny import tiny_llama
 
-from hdlib.budget import FixedBudget, ForwardProfile
+from hdlib.budget import FixedBudget
 from hdlib.errors import HDError
+from hdlib.forward_time import ForwardProfile
 
 CPU_LIKE = ForwardProfile(tuple([0.055] + [0.09 + 0.002 * k for k in range(1, 64)]), 256, "cpu-like")
 FLAT = ForwardProfile(tuple([0.05] * 64), 256, "flat")

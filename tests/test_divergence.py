@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -121,7 +122,11 @@ def test_the_bench_reports_where_an_hd_answer_parts_from_ar(lm, monkeypatch):
     def corrupt(lm, prompt_ids, tiers, **kwargs):  # hd:C@8's third token replaced: a parting by construction
         g = real(lm, prompt_ids, tiers, **kwargs)
         if tiers:
-            g.tokens[2] = (g.tokens[2] + 1) % VOCAB
+            where = [(i, j) for i, step in enumerate(g.steps) for j in range(len(step.tokens))][2]
+            step = g.steps[where[0]]
+            tokens = list(step.tokens)
+            tokens[where[1]] = (tokens[where[1]] + 1) % VOCAB
+            g.steps[where[0]] = dataclasses.replace(step, tokens=tuple(tokens))
         return g
 
     monkeypatch.setattr(hdlib.bench.run, "generate", corrupt)
@@ -166,7 +171,8 @@ def results_with(kinds: list[str], dtype: str) -> dict:
     share = {"identical_frac": 1 - len(kinds) / 4}
     methods = {n: {"overall": {**NEUTRAL, **share}, "tasks": {}} for n in ("ar", "hd")}
     methods["ar"]["overall"]["identical_frac"] = 1.0
-    head = {"model": "m", "device": "cuda", "dtype": dtype, "temperature": 0.0, "max_new_tokens": 8, "questions": 4}
+    head = {"model": "m", "device": "cuda", "dtype": dtype, "machine": {}, "temperature": 0.0, "max_new_tokens": 8}
+    head["questions"] = 4
     rows = [
         {"question_id": i, "method": "hd", "turn": 0, **Divergence(3, 7, 8, dtype, 0.1, 0.1, 1, 20.0, 0.3, k).to_json()}
         for i, k in enumerate(kinds)

@@ -17,10 +17,11 @@ from oracle import OracleTier
 from tiny import VOCAB, tiny_gemma3, tiny_llama
 from torch.overrides import TorchFunctionMode
 
-from hdlib.budget import FixedBudget, flat_profile
+from hdlib.budget import FixedBudget
 from hdlib.choices import TOP_BLOCK, SoftmaxBuffer, model_choices, settle_ties, top_tokens
 from hdlib.decoding import Decoder, DecodeSettings, run
 from hdlib.drafter import Drafter
+from hdlib.forward_time import flat_profile
 from hdlib.tiers import ContextTier, ModelTier, Tier
 from hdlib.value import ValueBudget
 

@@ -28,10 +28,11 @@ from tiny import tiny_gemma3, tiny_llama
 from transformers.generation.logits_process import TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper
 
 import hdlib.sampling
-from hdlib.budget import FixedBudget, flat_profile
+from hdlib.budget import FixedBudget
 from hdlib.decoding import DecodeSettings, run
 from hdlib.drafter import Drafter
 from hdlib.errors import HDError
+from hdlib.forward_time import flat_profile
 from hdlib.sampling import (
     Warp,
     accept_every_draft,

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hdlib.budget import ForwardProfile
 from hdlib.errors import HDError
+from hdlib.forward_time import ForwardProfile
 from hdlib.tiers.base import BONUS, ModelGuesses, Tier
 from hdlib.tiers.recycling import Successors
 from hdlib.trace import Step, StepTimes

@@ -21,9 +21,9 @@ from tiny import VOCAB, save_tiny
 
 import hdlib
 from hdlib import viz
-from hdlib.budget import ForwardProfile
 from hdlib.drafter import Drafter
 from hdlib.errors import HDError
+from hdlib.forward_time import ForwardProfile
 from hdlib.sampling import accept_every_draft, node_trials, sample_outcomes
 from hdlib.tiers import BONUS, ContextSettings, ContextTier, Tier
 from hdlib.tiers.context import continuation
@@ -60,7 +60,6 @@ def hand_trace(pieces: bool = True) -> Generation:
     ]
     return Generation(
         prompt_ids=[10, 11, 12, 13, 14, 7],
-        tokens=[1, 2, 9, 6, 3, 4],
         steps=steps,
         stop_reason="max_new_tokens",
         wall_s=0.75,
@@ -184,7 +183,7 @@ def test_labels_escape_only_what_plotly_reads():
     assert {'"', "'", "&lt;b&gt;", "&amp;"} <= texts
     assert trace_of(fig, "bonus").hovertext[0].startswith("token 3 '&lt;b&gt;'")
     quote = Step(0, 1, 8, first_tree(), (0, 1), (1,), (C,), times(0.1))
-    gen = Generation([7], [1], [quote], "max_new_tokens", 0.1, 0.0, pieces=['"'])
+    gen = Generation([7], [quote], "max_new_tokens", 0.1, 0.0, pieces=['"'])
     (hover,) = trace_of(viz.token_figure(gen), "context").hovertext
     assert hover.startswith("""token 1 '"'""")
 
@@ -253,7 +252,7 @@ def alike_steps() -> Generation:
         Step(0, 6, 8, a, (0, 1, 2), (1, 2, 9), (C, C, T), times(0.2)),
         Step(1, 9, 8, b, (0, 1), (6, 3), (C, T), times(0.3)),
     ]
-    return Generation([10, 11, 12, 13, 14, 7], [1, 2, 9, 6, 3], steps, "max_new_tokens", 0.75, 0.15, tier_order=[C, M])
+    return Generation([10, 11, 12, 13, 14, 7], steps, "max_new_tokens", 0.75, 0.15, tier_order=[C, M])
 
 
 def test_a_figure_output_shows_one_whole_figure_in_plotly_s_own_mime_type():
@@ -288,7 +287,7 @@ def test_tier_steps_figure_counts_tokens_per_tier_per_step():
 def test_compare_figure_cumulative_tokens_over_time():
     hd = hand_trace()
     plain_steps = [Step(i, 6 + i, 0, DraftTree(root=t), (0,), (t,), (T,), times(0.1)) for i, t in enumerate(hd.tokens)]
-    plain = Generation([10, 11, 12, 13, 14, 7], list(hd.tokens), plain_steps, "max_new_tokens", 0.8, 0.2)
+    plain = Generation([10, 11, 12, 13, 14, 7], plain_steps, "max_new_tokens", 0.8, 0.2)
     fig = viz.compare_figure({"plain": plain, "HD": hd})
     over_time = [t for t in fig.data if t.showlegend is not False]
     assert [t.legendgroup for t in over_time] == ["plain", "HD"]

@@ -11,6 +11,7 @@ from typing import Any
 
 from hdlib.baselines import HFGeneration
 from hdlib.divergence import Divergence
+from hdlib.errors import HDError
 from hdlib.trace import Generation
 
 
@@ -143,6 +144,10 @@ class MethodResult:
         return cls(Metrics.from_json(row["overall"]), {str(t): Metrics.from_json(m) for t, m in row["tasks"].items()})
 
 
+# What every results file holds; the rest `to_json` leaves out when empty.
+REQUIRED_FIELDS = ("model", "device", "dtype", "machine", "temperature", "max_new_tokens", "questions", "methods")
+
+
 @dataclass(frozen=True)
 class BenchResults:
     """A benchmark run: where it ran and every method's metrics (`ar` first)."""
@@ -180,6 +185,12 @@ class BenchResults:
             "model", "device", "dtype", "machine", "temperature", "sampling_rule", "prompt_format", "max_new_tokens",
             "questions", "methods", "divergences",
         }  # fmt: skip
+        missing = [k for k in REQUIRED_FIELDS if k not in data]
+        if missing:
+            raise HDError(
+                f"not the results of `hdlib bench` as this hdlib writes them: no {', '.join(missing)} "
+                "(results files from before 2026-12 are not read)"
+            )
         return cls(
             model=str(data["model"]),
             device=str(data["device"]),

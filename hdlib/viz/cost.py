@@ -20,7 +20,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from hdlib.budget import ForwardProfile
+from hdlib.forward_time import ForwardProfile
 from hdlib.trace import Generation
 from hdlib.viz.generation import RUN_COLORS
 

@@ -47,8 +47,9 @@ def tree_layout(tree: DraftTree, bonus_after: int | None = None) -> list[tuple[f
         return y[node]
 
     place(0)
-    xy = [(float(tree.depths[i]), -y[i]) for i in range(n)]
-    return xy if bonus_after is None else [*xy, (float(tree.depths[bonus_after] + 1), -y[n])]
+    depths = tree.depths
+    xy = [(float(depths[i]), -y[i]) for i in range(n)]
+    return xy if bonus_after is None else [*xy, (float(depths[bonus_after] + 1), -y[n])]
 
 
 def draft_tree_figure(
@@ -212,7 +213,7 @@ def _node_hover(tree: DraftTree, node: int, label: TokenLabel, on_path: bool, st
             state = f"rejected: the model wanted {wanted} {hover_text(label(wanted))} after its parent"
         if tried is not None:
             state += f"<br>probability of acceptance: {tried:.2f}"
-    lines = [f"node {node}: token {token} {hover_text(label(token))}", where, f"depth {tree.depths[node]}"]
+    lines = [f"node {node}: token {token} {hover_text(label(token))}", where, f"depth {tree.depth(node)}"]
     if state:
         lines.append(state)
     if step is not None and step.choices is not None:
