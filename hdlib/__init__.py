@@ -9,11 +9,11 @@
     stats.explain(lm.encode_prompt("Write a poem about the sea"), budget=16)
 
     class Echo(hdlib.DraftTier):                  # a tier of your own: a name, a letter, a colour
-        tier = hdlib.Tier("echo", "E", "#999933")
+        tier = hdlib.Tier("echo", "X", "#999933")
         def lookup(self, context, budget):
             return [tuple(context[-budget:])]
     hdlib.generate(lm, "Say it twice: ...", tiers=["context", Echo()])
-    hdlib.register_tier(Echo)                     # now "E" in --tiers C,E and hd:CE too
+    hdlib.register_tier(Echo)                     # now "X" in --tiers C,X and hd:CX too
 
 `Decoder` is the step-by-step loop underneath (`decode` iterates it); `Step` and `Generation` are
 its records.

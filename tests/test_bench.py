@@ -35,6 +35,7 @@ from hdlib.cli import main
 from hdlib.errors import HDError
 from hdlib.specbench import Question, load_questions, per_task
 from hdlib.tiers import BONUS, Tier
+from hdlib.tiers.peers import TokenRecyclingTier
 
 METHODS = ["hf", "hf-pld", "hd:C"]
 METRIC_KEYS = {"speedup", "mat", "tokens_per_s", "draft_ms", "overhead_frac", "identical_frac", "tier_share"}
@@ -115,7 +116,7 @@ def test_an_hd_method_may_end_in_a_fixed_budget():
     assert both == ["ar", "hd:C", "hd:C@8"]  # the same order at another budget is another method
 
     for bad, message in [
-        ("ar@8", "'ar@8': only hd methods take a fixed budget @N"),
+        ("ar@8", "'ar@8': only the methods hdlib verifies take a fixed budget @N"),
         ("hf@8", "not hf$"),
         ("hf-pld@10", "not hf-pld$"),
         ("hd:C@", "'hd:C@': the budget after @ must be a non-negative integer"),
@@ -150,6 +151,27 @@ def test_a_fixed_budget_reaches_generate(lm, monkeypatch):
     methods = r.methods
     assert methods["hd:C@0"].overall.mat == 1.0 and methods["hd:C@0"].overall.tier_share == {"bonus": 1.0}
     assert methods["hd:C@8"].overall.identical_frac == 1.0 and methods["hd:C@8"].overall.mat >= 1.0
+
+
+def test_the_fields_drafters_run_as_methods_each_with_a_table_of_its_own(lm, monkeypatch):
+    """`recycling` alone and in an HD order, verified by hdlib's engine: identical to `ar`, and no
+    method drafts from the table another method filled answering the same question."""
+    tables: dict[int | None, set[int]] = {}  # by budget (each method's differs): its recycling tables
+    real = hdlib.bench.run.generate
+
+    def spy(lm, prompt_ids, tiers, **kwargs):
+        g = real(lm, prompt_ids, tiers, **kwargs)
+        tables.setdefault(kwargs["budget"], set()).update(id(t) for t in tiers if isinstance(t, TokenRecyclingTier))
+        return g
+
+    monkeypatch.setattr(hdlib.bench.run, "generate", spy)
+    questions = [Question(1, "qa", ("hello how hello how hello how",)), Question(2, "qa", ("how are you",))]
+    r = run_benchmark(lm, questions, ["recycling", "recycling@8", "hd:CT@16"], max_new_tokens=48)
+    for name in ("recycling", "recycling@8", "hd:CT@16"):
+        assert r.methods[name].overall.identical_frac == 1.0
+    assert r.methods["recycling"].overall.tier_share.get("recycling", 0) > 0  # the model repeats itself
+    assert {k: len(ids) for k, ids in tables.items()} == {None: 0, 80: 1, 8: 1, 16: 1}  # ar: none
+    assert len(set.union(*tables.values())) == 3  # one table per method, kept across its questions
 
 
 def test_bad_lines_are_reported_with_their_number_and_skipped(tmp_path):
@@ -251,6 +273,13 @@ def test_a_results_file_reads_back_as_written():
     assert read.extra == {"date": "2026-11-30"}
     assert read.methods["hd"].overall.tier_share == {"context": 0.5, "bonus": 0.5}
     assert read.to_json() == written
+
+
+def test_a_results_file_of_another_format_is_refused_by_name():
+    old = synthetic({"ar": {}})
+    del old["dtype"], old["machine"]
+    with pytest.raises(HDError, match="no dtype, machine"):
+        BenchResults.from_json(old)
 
 
 def committed_bench_results() -> list[Path]:
@@ -420,7 +449,7 @@ def test_resume_refuses_other_settings_and_drops_a_cut_line(tmp_path):
     [
         (["--methods", "hf,pld"], "unknown method 'pld'"),
         (["--methods", "hd:CQ"], "unknown tier 'Q'"),
-        (["--methods", "hf@8"], "only hd methods take a fixed budget @N"),
+        (["--methods", "hf@8"], "only the methods hdlib verifies take a fixed budget @N"),
         (["--methods", "hd:C@x"], "the budget after @ must be a non-negative integer"),
         (["--per-task", "0"], "must be at least 1"),
         (["--max-new-tokens", "0"], "must be at least 1"),

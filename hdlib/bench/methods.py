@@ -1,24 +1,32 @@
 """The methods a benchmark compares, by name: `ar`, `hf`, `hf-pld`, `hd`, `hd:ORDER`, `hd:all-orders`,
-each hd method with an optional fixed budget `@N` (see hdlib.bench)."""
+and the field's drafters verified by hdlib's engine (`recycling`, `rest`); each but `ar` and the
+transformers ones with an optional fixed budget `@N` (see hdlib.bench)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import permutations
 
 from hdlib.baselines import PROMPT_LOOKUP_TOKENS
 from hdlib.databases import parse_tiers
 from hdlib.errors import HDError
 from hdlib.tiers import DEFAULT_TIERS, Tier
+from hdlib.tiers.base import DraftTier
+from hdlib.tiers.peers import RECYCLING, RECYCLING_BRANCHES, REST, TokenRecyclingTier
 
 ALL_ORDERS = "hd:all-orders"
+# The field's drafters alone, each at its published tree size unless `@N` says otherwise.
+PEERS: dict[str, tuple[Tier, int]] = {
+    "recycling": (RECYCLING, sum(RECYCLING_BRANCHES.values())),  # Token Recycling's 80-node static tree
+    "rest": (REST, 64),  # REST's default number of draft tokens
+}
 
 
 @dataclass(frozen=True)
 class Method:
     name: str  # as given, `@N` included: results are keyed by it
-    tiers: tuple[Tier, ...] = ()  # hdlib methods: the tiers in order; empty is plain decoding
+    tiers: tuple[Tier | DraftTier, ...] = ()  # hdlib methods: the tiers in order; empty is plain decoding
     transformers: bool = False  # answered by `model.generate` instead of hdlib's loop
     prompt_lookup: int | None = None  # transformers only: prompt lookup decoding, tokens per draft
     budget: int | None = None  # hd methods: draft tokens per step; None chooses it per step
@@ -34,14 +42,25 @@ class Method:
             return cls(name, transformers=True, prompt_lookup=PROMPT_LOOKUP_TOKENS)
         if base == "hd":
             return cls(name, DEFAULT_TIERS, budget=budget)
+        if base in PEERS:
+            tier, size = PEERS[base]
+            return cls(name, (tier,), budget=size if budget is None else budget)
         if base.startswith("hd:") and len(base) > 3:
             return cls(name, tuple(parse_tiers(list(base[3:]))), budget=budget)  # type: ignore[arg-type]  (letters give Tiers)
         raise HDError(
-            f"unknown method {name!r}: use ar, hf, hf-pld, hd, hd:ORDER (tier letters C, M, S or a registered "
-            "tier's, e.g. hd:CM) "
-            f"or {ALL_ORDERS}; an hd method may end in @N for a fixed budget of N draft tokens per step "
-            "(e.g. hd:CMS@64)"
+            f"unknown method {name!r}: use ar, hf, hf-pld, hd, hd:ORDER (tier letters C, M, S, T, E or a "
+            f"registered tier's, e.g. hd:CM), {ALL_ORDERS}, {', '.join(PEERS)}; any but ar, hf and hf-pld may end "
+            "in @N for a fixed budget of N draft tokens per step (e.g. hd:CMS@64)"
         )
+
+
+def with_own_tables(method: Method) -> Method:
+    """`method` with a table of its own for each tier whose table outlives a request (Token
+    Recycling's), kept across the questions of a run: no method drafts from what another method's
+    answers to the same question taught the table."""
+    if RECYCLING not in method.tiers:
+        return method
+    return replace(method, tiers=tuple(TokenRecyclingTier() if t == RECYCLING else t for t in method.tiers))
 
 
 def split_budget(name: str) -> tuple[str, int | None]:
@@ -51,7 +70,8 @@ def split_budget(name: str) -> tuple[str, int | None]:
         return name, None
     if base in ("ar", "hf", "hf-pld"):
         raise HDError(
-            f"method {name!r}: only hd methods take a fixed budget @N (hd@N, hd:ORDER@N, {ALL_ORDERS}@N), not {base}"
+            f"method {name!r}: only the methods hdlib verifies take a fixed budget @N (hd@N, hd:ORDER@N, "
+            f"{ALL_ORDERS}@N, {', '.join(f'{p}@N' for p in PEERS)}), not {base}"
         )
     # Digits only, no leading zero: `hd:C@8` and `hd:C@08` would otherwise be two methods in the results.
     if not (suffix.isascii() and suffix.isdigit()) or (len(suffix) > 1 and suffix[0] == "0"):

@@ -8,7 +8,7 @@ from collections.abc import Callable, Mapping, Sequence
 from tqdm.auto import tqdm
 
 from hdlib.baselines import hf_generate
-from hdlib.bench.methods import Method, parse_methods
+from hdlib.bench.methods import Method, parse_methods, with_own_tables
 from hdlib.bench.records import BenchResults, QuestionRuns, Turn, TurnDivergence, aggregate
 from hdlib.cpu import describe_machine
 from hdlib.decoding import generate
@@ -99,7 +99,7 @@ def run_benchmark(
     `sampling_rule`: with "gumbel" every hd method's answers are `ar`'s, with "rejection" only their
     distribution is. Questions are encoded in `prompt_format` (see `answer_question`).
     """
-    methods = parse_methods(method_names)
+    methods = [with_own_tables(m) for m in parse_methods(method_names)]
     chosen_format = lm.resolve_prompt_format(prompt_format)  # checked before the first answer
     names = [m.name for m in methods]
     records = {r.question_id: r for r in done}

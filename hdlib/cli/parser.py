@@ -31,8 +31,10 @@ SAMPLING_RULE_HELP = (
 
 PREPACK_HELP = "CPU: which linear layers may run with oneDNN-prepacked weights (default all; each where it is faster)"
 METHODS_HELP = (
-    "ar, hf, hf-pld, hd, hd:ORDER (e.g. hd:CM), hd:all-orders; an hd method may end in @N, a fixed budget of N "
-    "draft tokens per step (e.g. hd:CMS@64, hd:all-orders@16); ar always runs (default hf,hf-pld,hd)"
+    "ar, hf, hf-pld, hd, hd:ORDER (e.g. hd:CM, hd:CT), hd:all-orders, and the field's drafters verified by hdlib: "
+    "recycling (Token Recycling, 80-node tree), rest (REST, 64 tokens); any but ar, hf and hf-pld may end in @N, a "
+    "fixed budget of N draft tokens per step (e.g. hd:CMS@64, hd:all-orders@16, recycling@64); ar always runs "
+    "(default hf,hf-pld,hd)"
 )
 
 
@@ -107,8 +109,8 @@ def _add_generate(sub: argparse._SubParsersAction) -> None:
     gen.add_argument(
         "--tiers",
         default=",".join(t.name for t in DEFAULT_TIERS),
-        help="tiers in the order they are asked, by name or letter, hdlib's or registered "
-        "(default context,model,statistics)",
+        help="tiers in the order they are asked, by name or letter: context (C), model (M), statistics (S), "
+        "the field's recycling (T) and rest (E), or a registered one (default context,model,statistics)",
     )
     gen.add_argument(
         "--budget",

@@ -54,7 +54,7 @@ class Tier:
     in letters) and its colour in every figure, legend and summary.
 
     The tiers hdlib ships are `Tier.CONTEXT`, `Tier.MODEL` and `Tier.STATISTICS`; a new database
-    names itself, `Tier("echo", "E", "#999933")`, and is shown like them everywhere. `BONUS` is
+    names itself, `Tier("echo", "X", "#999933")`, and is shown like them everywhere. `BONUS` is
     not a tier: it labels the target model's own token that ends every step.
     """
 
