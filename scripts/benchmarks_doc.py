@@ -105,28 +105,15 @@ class Section:
 # Number formats: one per kind of quantity, fixed ---------------------------------------------------
 
 
-def x(v: float) -> str:
-    return f"{v:.2f}x"
+def number_format(spec: str, scale: float = 1.0, suffix: str = "") -> Callable[[float], str]:
+    """A number as `format(v * scale, spec)` followed by `suffix`."""
+    return lambda v: f"{format(v * scale, spec)}{suffix}"
 
 
-def f2(v: float) -> str:
-    return f"{v:.2f}"
-
-
-def f3(v: float) -> str:
-    return f"{v:.3f}"
-
-
-def f1(v: float) -> str:
-    return f"{v:.1f}"
-
-
-def pct(v: float) -> str:
-    return f"{100 * v:.0f} %"
-
-
-def count(v: float) -> str:
-    return f"{v:,.0f}"
+x = number_format(".2f", suffix="x")  # a speedup
+f1, f2, f3 = number_format(".1f"), number_format(".2f"), number_format(".3f")
+pct = number_format(".0f", 100, " %")  # a share
+count = number_format(",.0f")
 
 
 def table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
