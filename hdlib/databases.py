@@ -35,7 +35,7 @@ from hdlib.models import LoadedModel, load_text
 from hdlib.statsdb import ensure_statistics_db
 from hdlib.store import read_db, read_meta
 from hdlib.tiers import ContextTier, DraftTier, ModelTier, StatisticsTier, Tier
-from hdlib.tiers.peers import RECYCLING, REST, RestTier, TokenRecyclingTier
+from hdlib.tiers.peers import RECYCLING, REST, SUFFIX, RestTier, SuffixDecodingTier, TokenRecyclingTier
 
 ENTRY_POINTS = "hdlib.tiers"  # the entry-point group of tiers that other packages provide
 
@@ -84,10 +84,12 @@ def _built_in() -> list[Registered]:
         Registered(Tier.CONTEXT, lambda lm: ContextTier()),  # one per request: it learns the request's text
         Registered(Tier.MODEL, lambda lm: load_tier(Tier.MODEL, _need_model(Tier.MODEL, lm))),
         Registered(Tier.STATISTICS, lambda lm: load_tier(Tier.STATISTICS, _need_model(Tier.STATISTICS, lm))),
-        # The field's drafters (hdlib.tiers.peers): a new recycling table each time (a bench run keeps
-        # one per method across its questions); REST over the statistics tier's corpus, once per model.
+        # The field's drafters (hdlib.tiers.peers): a new recycling table and new suffix trees each
+        # time (a bench run keeps one of each per method across its questions); REST over the
+        # statistics tier's corpus, once per model.
         Registered(RECYCLING, lambda lm: TokenRecyclingTier()),
         Registered(REST, lambda lm: _rest(_need_model(REST, lm))),
+        Registered(SUFFIX, lambda lm: SuffixDecodingTier()),
     ]
 
 

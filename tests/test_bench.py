@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 
 import pytest
+from arctic import needs_arctic_inference
 from tiny import save_tiny
 
 import hdlib.bench.run
@@ -35,7 +36,7 @@ from hdlib.cli import main
 from hdlib.errors import HDError
 from hdlib.specbench import Question, load_questions, per_task
 from hdlib.tiers import BONUS, Tier
-from hdlib.tiers.peers import TokenRecyclingTier
+from hdlib.tiers.peers import SuffixDecodingTier, TokenRecyclingTier
 
 METHODS = ["hf", "hf-pld", "hd:C"]
 METRIC_KEYS = {"speedup", "mat", "tokens_per_s", "draft_ms", "overhead_frac", "identical_frac", "tier_share"}
@@ -153,25 +154,29 @@ def test_a_fixed_budget_reaches_generate(lm, monkeypatch):
     assert methods["hd:C@8"].overall.identical_frac == 1.0 and methods["hd:C@8"].overall.mat >= 1.0
 
 
+OWN = (TokenRecyclingTier, SuffixDecodingTier)
+
+
 def test_the_fields_drafters_run_as_methods_each_with_a_table_of_its_own(lm, monkeypatch):
-    """`recycling` alone and in an HD order, verified by hdlib's engine: identical to `ar`, and no
-    method drafts from the table another method filled answering the same question."""
-    tables: dict[int | None, set[int]] = {}  # by budget (each method's differs): its recycling tables
+    """`recycling` alone and in an HD order, and `suffix`, verified by hdlib's engine: identical to
+    `ar`, and no method drafts from the table another method filled answering the same question."""
+    tables: dict[int | None, set[int]] = {}  # by budget (each method's differs): its recycling or suffix tables
     real = hdlib.bench.run.generate
 
     def spy(lm, prompt_ids, tiers, **kwargs):
         g = real(lm, prompt_ids, tiers, **kwargs)
-        tables.setdefault(kwargs["budget"], set()).update(id(t) for t in tiers if isinstance(t, TokenRecyclingTier))
+        tables.setdefault(kwargs["budget"], set()).update(id(t) for t in tiers if isinstance(t, OWN))
         return g
 
+    needs_arctic_inference()
     monkeypatch.setattr(hdlib.bench.run, "generate", spy)
     questions = [Question(1, "qa", ("hello how hello how hello how",)), Question(2, "qa", ("how are you",))]
-    r = run_benchmark(lm, questions, ["recycling", "recycling@8", "hd:CT@16"], max_new_tokens=48)
-    for name in ("recycling", "recycling@8", "hd:CT@16"):
+    r = run_benchmark(lm, questions, ["recycling", "recycling@8", "hd:CT@16", "suffix"], max_new_tokens=48)
+    for name in ("recycling", "recycling@8", "hd:CT@16", "suffix"):
         assert r.methods[name].overall.identical_frac == 1.0
     assert r.methods["recycling"].overall.tier_share.get("recycling", 0) > 0  # the model repeats itself
-    assert {k: len(ids) for k, ids in tables.items()} == {None: 0, 80: 1, 8: 1, 16: 1}  # ar: none
-    assert len(set.union(*tables.values())) == 3  # one table per method, kept across its questions
+    assert {k: len(ids) for k, ids in tables.items()} == {None: 0, 80: 1, 8: 1, 16: 1, 24: 1}  # ar: none
+    assert len(set.union(*tables.values())) == 4  # one table per method, kept across its questions
 
 
 def test_bad_lines_are_reported_with_their_number_and_skipped(tmp_path):

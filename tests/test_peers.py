@@ -1,5 +1,5 @@
-"""The field's drafters as tiers (hdlib.tiers.peers): Token Recycling's static tree and REST's search,
-each lossless under hdlib's engine, and each a bench method."""
+"""The field's drafters as tiers (hdlib.tiers.peers): Token Recycling's static tree, REST's search and
+SuffixDecoding's trees (its authors' engine), each lossless under hdlib's engine, and each a bench method."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import functools
 from collections import Counter
 
 import pytest
+from arctic import needs_arctic_inference
 from tiny import VOCAB, tiny_llama
 
 from hdlib.bench import parse_methods
@@ -21,7 +22,9 @@ from hdlib.tiers.peers import (
     RECYCLING_BRANCHES,
     REST,
     REST_SETTINGS,
+    SUFFIX,
     RestTier,
+    SuffixDecodingTier,
     TokenRecyclingTier,
     tree_template,
 )
@@ -115,8 +118,37 @@ def test_rest_continues_only_the_longest_suffix_found_of_two_tokens_or_more():
 def test_the_peers_are_known_tiers_and_bench_methods():
     assert find_tier("T") == RECYCLING and find_tier("rest") == REST
     assert isinstance(make_tier("recycling"), TokenRecyclingTier)
-    methods = {m.name: m for m in parse_methods("recycling,rest,recycling@16,hd:CT")}
+    methods = {m.name: m for m in parse_methods("recycling,rest,suffix,recycling@16,hd:CT")}
     assert (methods["recycling"].tiers, methods["recycling"].budget) == ((RECYCLING,), 80)
     assert (methods["rest"].tiers, methods["rest"].budget) == ((REST,), 64)
+    assert (methods["suffix"].tiers, methods["suffix"].budget) == ((SUFFIX,), 24) and find_tier("U") == SUFFIX
     assert methods["recycling@16"].budget == 16 and methods["hd:CT"].tiers[1] == RECYCLING
     assert VOCAB > 8  # the tiny models have room for a top-8 table
+
+
+def test_suffix_drafts_from_the_request_and_from_earlier_answers():
+    needs_arctic_inference()
+    tier = SuffixDecodingTier()
+    tier.begin([1, 2, 3, 4, 5, 6, 1, 2, 3])
+    found = tier.propose([1, 2, 3, 4, 5, 6, 1, 2, 3], budget=16)
+    assert found[0].tokens == (4,) and (4, 5, 6) in {p.tokens for p in found}  # what followed 1 2 3 before
+    tree = DraftTree(root=3)
+    for p in found:
+        assert tree.add(p.tokens, SUFFIX, 16, 24) == 1  # each proposal is one new node, parents first
+    assert tier.propose([1, 2, 3, 4, 5, 6, 1, 2, 3], budget=2) == found[:2]
+    tier.update([40, 41, 42, 43, 44])  # the answer
+    tier.begin([7, 8])  # the next request: the earlier answer is in the global tree
+    assert tier.propose([7, 8, 40, 41], budget=8)[0].tokens == (42,)
+    assert SuffixDecodingTier().propose([7, 8, 40, 41], budget=8) == []  # a tier of its own knows nothing
+
+
+@pytest.mark.parametrize("budget", [24, 5])
+def test_suffix_alone_and_after_the_context_tier_equals_plain_greedy(budget):
+    needs_arctic_inference()
+    for prompt in [(5, 6, 7, 8) * 3, (40, 41, 9, 3, 70)]:
+        want = run(llama(), prompt, None, DecodeSettings(max_new_tokens=40)).tokens
+        tier = SuffixDecodingTier()
+        for tiers in ([tier], [ContextTier(), tier]):
+            got = run(llama(), prompt, Drafter(tiers), DecodeSettings(max_new_tokens=40), (), FixedBudget(budget))
+            assert got.tokens == want and all(s.tree.n_drafted <= budget for s in got.steps)
+        assert got.mat > 1.0

@@ -1,5 +1,5 @@
 """The methods a benchmark compares, by name: `ar`, `hf`, `hf-pld`, `hd`, `hd:ORDER`, `hd:all-orders`,
-and the field's drafters verified by hdlib's engine (`recycling`, `rest`); each but `ar` and the
+and the field's drafters verified by hdlib's engine (`recycling`, `rest`, `suffix`); each but `ar` and the
 transformers ones with an optional fixed budget `@N` (see hdlib.bench)."""
 
 from __future__ import annotations
@@ -9,18 +9,20 @@ from dataclasses import dataclass, replace
 from itertools import permutations
 
 from hdlib.baselines import PROMPT_LOOKUP_TOKENS
-from hdlib.databases import parse_tiers
+from hdlib.databases import make_tier, parse_tiers
 from hdlib.errors import HDError
 from hdlib.tiers import DEFAULT_TIERS, Tier
 from hdlib.tiers.base import DraftTier
-from hdlib.tiers.peers import RECYCLING, RECYCLING_BRANCHES, REST, TokenRecyclingTier
+from hdlib.tiers.peers import RECYCLING, RECYCLING_BRANCHES, REST, SUFFIX, SuffixSettings
 
 ALL_ORDERS = "hd:all-orders"
 # The field's drafters alone, each at its published tree size unless `@N` says otherwise.
 PEERS: dict[str, tuple[Tier, int]] = {
     "recycling": (RECYCLING, sum(RECYCLING_BRANCHES.values())),  # Token Recycling's 80-node static tree
     "rest": (REST, 64),  # REST's default number of draft tokens
+    "suffix": (SUFFIX, SuffixSettings().max_tree_depth),  # SuffixDecoding's default: as deep as its trees
 }
+OWN_TABLES = (RECYCLING, SUFFIX)  # tiers whose tables outlive a request: each method keeps its own
 
 
 @dataclass(frozen=True)
@@ -56,11 +58,11 @@ class Method:
 
 def with_own_tables(method: Method) -> Method:
     """`method` with a table of its own for each tier whose table outlives a request (Token
-    Recycling's), kept across the questions of a run: no method drafts from what another method's
-    answers to the same question taught the table."""
-    if RECYCLING not in method.tiers:
+    Recycling's, SuffixDecoding's global tree), kept across the questions of a run: no method
+    drafts from what another method's answers to the same question taught a table."""
+    if not any(t in OWN_TABLES for t in method.tiers):
         return method
-    return replace(method, tiers=tuple(TokenRecyclingTier() if t == RECYCLING else t for t in method.tiers))
+    return replace(method, tiers=tuple(make_tier(t) if t in OWN_TABLES else t for t in method.tiers))  # type: ignore[arg-type]
 
 
 def split_budget(name: str) -> tuple[str, int | None]:

@@ -32,9 +32,9 @@ SAMPLING_RULE_HELP = (
 PREPACK_HELP = "CPU: which linear layers may run with oneDNN-prepacked weights (default all; each where it is faster)"
 METHODS_HELP = (
     "ar, hf, hf-pld, hd, hd:ORDER (e.g. hd:CM, hd:CT), hd:all-orders, and the field's drafters verified by hdlib: "
-    "recycling (Token Recycling, 80-node tree), rest (REST, 64 tokens); any but ar, hf and hf-pld may end in @N, a "
-    "fixed budget of N draft tokens per step (e.g. hd:CMS@64, hd:all-orders@16, recycling@64); ar always runs "
-    "(default hf,hf-pld,hd)"
+    "recycling (Token Recycling, 80-node tree), rest (REST, 64 tokens), suffix (SuffixDecoding, 24 tokens); any but "
+    "ar, hf and hf-pld may end in @N, a fixed budget of N draft tokens per step (e.g. hd:CMS@64, hd:all-orders@16, "
+    "recycling@64); ar always runs (default hf,hf-pld,hd)"
 )
 
 
@@ -110,7 +110,7 @@ def _add_generate(sub: argparse._SubParsersAction) -> None:
         "--tiers",
         default=",".join(t.name for t in DEFAULT_TIERS),
         help="tiers in the order they are asked, by name or letter: context (C), model (M), statistics (S), "
-        "the field's recycling (T) and rest (E), or a registered one (default context,model,statistics)",
+        "the field's recycling (T), rest (E) and suffix (U), or a registered one (default context,model,statistics)",
     )
     gen.add_argument(
         "--budget",

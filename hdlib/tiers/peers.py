@@ -1,14 +1,16 @@
 """The field's database drafters as tiers, so that hdlib's engine verifies them and only the drafting
-differs: Token Recycling (Luo et al., 2024) and REST (He et al., NAACL 2024).
+differs: Token Recycling (Luo et al., 2024), REST (He et al., NAACL 2024) and SuffixDecoding
+(Oliaro et al., NeurIPS 2025, with its authors' own engine).
 
 Each is a `DraftTier` with a `Tier` of its own, so it runs alone as a bench method (`recycling`,
-`rest`, at its published tree size) or in an HD order beside hdlib's tiers (`hd:CR`). The settings
+`rest`, `suffix`, at its published tree size) or in an HD order beside hdlib's tiers (`hd:CT`). The settings
 follow the authors' code; where hdlib's index cannot do what theirs does, the docstring says so.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from hdlib.errors import HDError
 from hdlib.tiers.base import Draft, DraftTier, ModelGuesses, Proposal, Tier
@@ -17,6 +19,7 @@ from hdlib.tiers.statistics import StatisticsSettings, StatisticsTier
 
 RECYCLING = Tier("recycling", "T", "#E69F00")  # Token Recycling: the model's own last top-8 successors
 REST = Tier("rest", "E", "#D55E00")  # REST: continuations of the longest suffix found in a corpus
+SUFFIX = Tier("suffix", "U", "#56B4E9")  # SuffixDecoding: suffix trees of the request and of earlier answers
 
 # Token Recycling's static tree (version "2.2.2" of its authors' code): for each node, named by the
 # successor ranks on its path from the root, how many children it has; a node's children are its
@@ -121,3 +124,68 @@ class RestTier(StatisticsTier):
     def over(cls, statistics: StatisticsTier, settings: StatisticsSettings = REST_SETTINGS) -> RestTier:
         """REST on the corpus (the same suffix array, not a copy) of an opened statistics tier."""
         return cls(statistics.index, settings, statistics.meta)
+
+
+@dataclass(frozen=True)
+class SuffixSettings:
+    """SuffixDecoding's settings (vLLM's `suffix` method takes the same four)."""
+
+    max_tree_depth: int = 24  # the longest pattern matched, and the deepest draft
+    max_cached_requests: int = 10_000  # earlier answers the global tree keeps
+    max_spec_factor: float = 1.0  # a draft may be this many times as long as the pattern it matched
+    min_token_prob: float = 0.1  # nodes the tree estimates less likely than this are not drafted
+
+
+class SuffixDecodingTier(DraftTier):
+    """SuffixDecoding through Snowflake's `arctic-inference` (the authors' own C++ suffix trees): a
+    tree over the request's prompt and output, and a global one over earlier answers, as a server
+    keeps them. Each step the newest tokens are matched in both; the most frequent continuations
+    form a tree whose size scales with the match (`max_spec_factor`), each node with the share of
+    occurrences that go on with it. A new request (`begin`) puts the previous answer into the
+    global tree."""
+
+    tier = SUFFIX
+
+    def __init__(self, settings: SuffixSettings | None = None) -> None:
+        try:
+            from arctic_inference.suffix_decoding import SuffixDecodingCache
+        except ImportError as error:
+            raise HDError(
+                f"the suffix tier needs Snowflake's arctic-inference ({error}); `make setup` builds it "
+                "(see docs/peers.md)"
+            ) from None
+        self.settings = s = settings or SuffixSettings()
+        self.cache = SuffixDecodingCache(max_tree_depth=s.max_tree_depth, max_cached_requests=s.max_cached_requests)
+        self._requests = 0
+        self._active: int | None = None
+
+    def begin(self, prompt: Sequence[int]) -> None:
+        if self._active is not None:
+            self.cache.stop_request(self._active)  # its answer stays in the global tree
+        self._requests += 1
+        self._active = self._requests
+        self.cache.start_request(self._active, [int(t) for t in prompt])
+
+    def update(self, accepted: Sequence[int]) -> None:
+        if self._active is not None:
+            self.cache.add_active_response(self._active, [int(t) for t in accepted])
+
+    def lookup(self, context: Sequence[int], budget: int) -> list[Draft]:
+        return [p.tokens for p in self.propose(context, budget)]
+
+    def propose(self, context: Sequence[int], budget: int) -> list[Proposal]:
+        """One proposal per node of the speculated tree (parents come first in it): the node's path
+        from the root, each token with the tree's estimate of it."""
+        if self._active is None:
+            self.begin(context)
+        s = self.settings
+        pattern = [int(t) for t in context[-s.max_tree_depth :]]
+        tree = self.cache.speculate(
+            self._active, pattern, max_spec_tokens=budget, max_spec_factor=s.max_spec_factor,
+            min_token_prob=s.min_token_prob, use_tree_spec=True,
+        )  # fmt: skip
+        paths: list[tuple[Draft, tuple[float, ...]]] = []
+        for token, parent, prob in zip(tree.token_ids, tree.parents, tree.probs, strict=True):
+            tokens, probs = paths[parent] if parent >= 0 else ((), ())
+            paths.append(((*tokens, int(token)), (*probs, float(prob))))
+        return [Proposal(t, key_length=int(tree.match_len), confidence=c) for t, c in paths[:budget]]
