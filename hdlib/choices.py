@@ -98,8 +98,20 @@ def settle_ties(logits: torch.Tensor, indices: torch.Tensor) -> torch.Tensor:
 def greedy_path(tree: DraftTree, choices: Sequence[int]) -> list[int]:
     """The accepted nodes, root first: from the root, the child whose token is the model's choice
     after its parent, as long as there is one (a trie has at most one child per token, so this is
-    the longest root path whose every draft token is the model's choice)."""
+    the longest root path whose every draft token is the model's choice). Drafts laid side by side
+    as chains may share a token: then the longest accepted chain wins (the first of equals)."""
+    if tree.has_twins:
+        return _longest_accepted(tree, choices, 0)
     path = [0]
     while (child := tree.child(path[-1], choices[path[-1]])) is not None:
         path.append(child)
     return path
+
+
+def _longest_accepted(tree: DraftTree, choices: Sequence[int], node: int) -> list[int]:
+    best = [node]
+    for child in tree.children_with(node, choices[node]):
+        below = _longest_accepted(tree, choices, child)
+        if len(below) + 1 > len(best):
+            best = [node, *below]
+    return best

@@ -238,13 +238,15 @@ def generate(
     seed: int | None = None,
     sampling_rule: str = SAMPLING_RULES[0],
     prompt_format: str = "auto",
+    drafter: Drafter | None = None,
 ) -> Generation:
     """Answer `prompt` with HD (or plain decoding when `tiers` is empty) and return the record.
 
     `prompt` is text, encoded in `prompt_format` (`LoadedModel.encode_prompt`: "auto" is the model's
     chat template, or FastChat's vicuna format when it has none; "raw", as `chat=False`, is the text
     as it is), or token ids. `tiers` are names, letters, `Tier`s or ready `DraftTier`s (a tier of
-    your own), asked in that order.
+    your own), asked in that order; a ready `drafter` (e.g. `hdlib.paper.paper_drafter(lm)`) is
+    used instead of them.
     `budget` is the most draft tokens per step; None chooses it per step from the measured forward
     time. `temperature` 0 is greedy decoding; above 0 HD samples from exactly the distribution plain
     sampling would (with `top_p` and `top_k` applied alike); `seed` makes a sampled answer
@@ -270,7 +272,7 @@ def generate(
     # Before the tiers are opened (a database may be built) and the forward time measured: a prompt
     # too long is said at once.
     check_prompt(prompt_ids, context_length(lm.model))
-    drafter = Drafter([make_tier(t, lm) for t in parse_tiers(tiers)])
+    drafter = drafter or Drafter([make_tier(t, lm) for t in parse_tiers(tiers)])
     if not drafter.tiers:
         policy: BudgetPolicy = FixedBudget(0)
     elif budget is None:

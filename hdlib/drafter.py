@@ -79,11 +79,11 @@ class Drafter:
                 if left <= 0:
                     break
             if vocab_size is not None:
-                _check_tokens(tier, tree.tokens[before:], vocab_size)  # what the model will read
+                check_tokens(tier, tree.tokens[before:], vocab_size)  # what the model will read
         return tree
 
 
-def _check_tokens(tier: DraftTier, tokens: Sequence[int], vocab_size: int) -> None:
+def check_tokens(tier: DraftTier, tokens: Sequence[int], vocab_size: int) -> None:
     if tokens and not (0 <= min(tokens) and max(tokens) < vocab_size):
         bad = next(t for t in tokens if not 0 <= t < vocab_size)
         raise HDError(

@@ -38,6 +38,9 @@ class DraftTree:
     # The tiers (and parts) that proposed each node: the first one, then any other that drafted it too.
     proposers: list[set[tuple[Tier | None, str]]] = field(default_factory=list, repr=False)
     _children: list[dict[int, int]] = field(default_factory=list, repr=False)
+    # Drafts added as separate chains (`add(..., merge=False)`) may give a node two children with one
+    # token: the first is in `_children`, the others here, by parent.
+    _twins: dict[int, list[int]] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         if not self.tokens:
@@ -61,16 +64,18 @@ class DraftTree:
         key_length: int = 0,
         source: str = "",
         confidence: Sequence[float] = (),
+        merge: bool = True,
     ) -> int:
         """Insert a draft below the root; return how many new nodes it made.
 
         A prefix already in the trie is shared, and its nodes keep the tier that added them first
         (the higher tier). At most `max_new` nodes are added and no node goes deeper than
-        `max_depth`, so a draft may be cut.
+        `max_depth`, so a draft may be cut. With `merge` False the draft is a chain of its own from
+        the root, sharing nothing, as verifiers without a trie lay drafts side by side.
         """
         node, added = 0, 0
         for i, token in enumerate(draft[:max_depth]):
-            child = self._children[node].get(token)
+            child = self._children[node].get(token) if merge else None
             if child is None:
                 if added == max_new:
                     break
@@ -83,7 +88,7 @@ class DraftTree:
                 self.confidences.append(confidence[i] if i < len(confidence) else -1.0)
                 self.proposers.append(set())
                 self._children.append({})
-                self._children[node][token] = child
+                self._link(node, token, child)
                 added += 1
             self.proposers[child].add((tier, source))
             node = child
@@ -104,12 +109,32 @@ class DraftTree:
             node, depth = self.parents[node], depth + 1
         return depth
 
+    def _link(self, parent: int, token: int, child: int) -> None:
+        if token in self._children[parent]:
+            self._twins.setdefault(parent, []).append(child)
+        else:
+            self._children[parent][token] = child
+
+    @property
+    def has_twins(self) -> bool:
+        """Whether a node has two children with one token (drafts added as separate chains)."""
+        return bool(self._twins)
+
     def child(self, node: int, token: int) -> int | None:
+        """The child of `node` with this token (the first added, where chains gave it several)."""
         return self._children[node].get(token)
+
+    def children_with(self, node: int, token: int) -> list[int]:
+        """Every child of `node` with this token, first added first: one at most in a trie."""
+        first = self._children[node].get(token)
+        if first is None:
+            return []
+        return [first, *(c for c in self._twins.get(node, ()) if self.tokens[c] == token)]
 
     def children(self, node: int) -> list[int]:
         """The children of `node`, in the order they were added (the drafter's priority)."""
-        return list(self._children[node].values())
+        kids = list(self._children[node].values())
+        return sorted(kids + self._twins[node]) if node in self._twins else kids
 
     def path_to(self, node: int) -> list[int]:
         """Node indices from the root to `node`, both included."""
@@ -129,7 +154,7 @@ class DraftTree:
     def sibling_rank(self, node: int) -> int:
         """0 for the first child its parent got, 1 for the second, ... (the root: 0)."""
         parent = self.parents[node]
-        return 0 if parent < 0 else list(self._children[parent].values()).index(node)
+        return 0 if parent < 0 else self.children(parent).index(node)
 
     def previous_tokens(self, before_root: int = -1) -> list[int]:
         """The token before each node: its parent's, and for the root `before_root` (the context token
@@ -153,7 +178,7 @@ class DraftTree:
             tree.confidences.append(self.confidences[old])
             tree.proposers.append(self.proposers[old])
             tree._children.append({})
-            tree._children[parent][self.tokens[old]] = new[old]
+            tree._link(parent, self.tokens[old], new[old])
         return tree
 
 

@@ -33,6 +33,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("answerers",),  # who writes the model database's answers: transformers, vLLM, a server
     ("modeldb", "statsdb"),  # the offline databases' builders
     ("databases",),  # the tier registry, the databases opened
+    ("paper",),  # the paper's HD as its authors ran it, as a drafter
     ("decoding",),
     ("baselines",),
     ("bench.methods", "bench.records"),  # the method names; turns, questions, metrics, results

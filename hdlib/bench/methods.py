@@ -1,5 +1,6 @@
 """The methods a benchmark compares, by name: `ar`, `hf`, `hf-pld`, `hd`, `hd:ORDER`, `hd:all-orders`,
-and the field's drafters verified by hdlib's engine (`recycling`, `rest`, `suffix`); each but `ar` and the
+the paper's HD as its authors ran it (`hd-paper`, `+mend`, `+trie`) and the field's drafters verified
+by hdlib's engine (`recycling`, `rest`, `suffix`); each but `ar` and the
 transformers ones with an optional fixed budget `@N` (see hdlib.bench)."""
 
 from __future__ import annotations
@@ -11,11 +12,13 @@ from itertools import permutations
 from hdlib.baselines import PROMPT_LOOKUP_TOKENS
 from hdlib.databases import make_tier, parse_tiers
 from hdlib.errors import HDError
+from hdlib.paper import PaperSettings
 from hdlib.tiers import DEFAULT_TIERS, Tier
 from hdlib.tiers.base import DraftTier
 from hdlib.tiers.peers import RECYCLING, RECYCLING_BRANCHES, REST, SUFFIX, SuffixSettings
 
 ALL_ORDERS = "hd:all-orders"
+PAPER = "hd-paper"  # the paper's HD as its authors ran it (hdlib.paper), with `+mend`, `+trie`
 # The field's drafters alone, each at its published tree size unless `@N` says otherwise.
 PEERS: dict[str, tuple[Tier, int]] = {
     "recycling": (RECYCLING, sum(RECYCLING_BRANCHES.values())),  # Token Recycling's 80-node static tree
@@ -32,6 +35,12 @@ class Method:
     transformers: bool = False  # answered by `model.generate` instead of hdlib's loop
     prompt_lookup: int | None = None  # transformers only: prompt lookup decoding, tokens per draft
     budget: int | None = None  # hd methods: draft tokens per step; None chooses it per step
+    paper: PaperSettings | None = None  # hd-paper methods: the authors' drafting, with these switches
+
+    @property
+    def drafts(self) -> bool:
+        """Whether hdlib's loop drafts for this method (not `ar`, not transformers')."""
+        return bool(self.tiers) or self.paper is not None
 
     @classmethod
     def parse(cls, name: str) -> Method:
@@ -44,6 +53,9 @@ class Method:
             return cls(name, transformers=True, prompt_lookup=PROMPT_LOOKUP_TOKENS)
         if base == "hd":
             return cls(name, DEFAULT_TIERS, budget=budget)
+        if base == PAPER or base.startswith(PAPER + "+"):
+            paper = paper_settings(name, base)
+            return cls(name, budget=paper.budget if budget is None else budget, paper=paper)
         if base in PEERS:
             tier, size = PEERS[base]
             return cls(name, (tier,), budget=size if budget is None else budget)
@@ -51,9 +63,22 @@ class Method:
             return cls(name, tuple(parse_tiers(list(base[3:]))), budget=budget)  # type: ignore[arg-type]  (letters give Tiers)
         raise HDError(
             f"unknown method {name!r}: use ar, hf, hf-pld, hd, hd:ORDER (tier letters C, M, S, T, E or a "
-            f"registered tier's, e.g. hd:CM), {ALL_ORDERS}, {', '.join(PEERS)}; any but ar, hf and hf-pld may end "
+            f"registered tier's, e.g. hd:CM), {ALL_ORDERS}, {PAPER}[+mend][+trie], {', '.join(PEERS)}; any but ar, hf "
+            "and hf-pld may end "
             "in @N for a fixed budget of N draft tokens per step (e.g. hd:CMS@64)"
         )
+
+
+def paper_settings(name: str, base: str) -> PaperSettings:
+    """`hd-paper+mend+trie` -> the authors' drafting with those switches on (each at most once)."""
+    switches = base.split("+")[1:]
+    known = ("mend", "trie")
+    if any(s not in known for s in switches) or len(set(switches)) != len(switches):
+        raise HDError(
+            f"method {name!r}: {PAPER} takes the switches +mend (their three defects mended) and +trie (shared "
+            f"prefixes merged), each at most once, e.g. {PAPER}+mend+trie"
+        )
+    return PaperSettings(mend="mend" in switches, trie="trie" in switches)
 
 
 def with_own_tables(method: Method) -> Method:

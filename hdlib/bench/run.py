@@ -15,6 +15,7 @@ from hdlib.decoding import generate
 from hdlib.divergence import explain, locate
 from hdlib.errors import HDError
 from hdlib.models import LoadedModel
+from hdlib.paper import paper_drafter
 from hdlib.sampling import SAMPLING_RULES
 from hdlib.specbench import Question
 
@@ -50,7 +51,11 @@ def answer_question(
                 if temperature > 0
                 else {}
             )
-            g = generate(lm, prompt_ids, method.tiers, max_new_tokens=max_new_tokens, budget=method.budget, **sampling)
+            drafter = paper_drafter(lm, method.paper) if method.paper is not None else None
+            g = generate(
+                lm, prompt_ids, method.tiers, max_new_tokens=max_new_tokens, budget=method.budget, drafter=drafter,
+                **sampling,
+            )  # fmt: skip
             turns.append(Turn.of(g))
         messages.append({"role": "assistant", "content": history[i] if i < len(history) else turns[-1].text})
     return turns
@@ -64,7 +69,7 @@ def find_divergences(
     (`hdlib.divergence.explain`; untimed: after the answers). A sampled parting is only located."""
     found = []
     for method in methods:
-        if method.transformers or not method.tiers:
+        if method.transformers or not method.drafts:
             continue
         for turn, (ours, base) in enumerate(zip(runs[method.name], runs["ar"])):
             if ours.digest == base.digest:

@@ -1,0 +1,173 @@
+"""The paper's HD as its authors ran it (Cho et al., NAACL Findings 2025; their code: a Lookahead
+code base inside the Spec-Bench harness), as a drafter for hdlib's engine: so that what each of
+hdlib's changes buys can be measured against it, on the same verifier.
+
+Each step, as their code does it (../shared/HD_NOTES.md): the context store and the model database
+are keyed by the newest token, the statistics by the newest two tokens, else the newest one; every
+draft is 4 tokens (n-grams of 5); the context store keeps at most 7 continuations per key, the
+least recently seen dropped; at most 7 drafts in all, the tiers asked in order until there are 7;
+the drafts laid side by side as chains and the longest accepted kept. Their defects are kept unless
+`mend` is set:
+
+- drafts are not de-duplicated across tiers;
+- when the context store gave some drafts but fewer than 7, the model database gives its *least*
+  frequent entries for the rest;
+- the n-gram ending at the newest token of each step's output never enters the context store.
+
+`trie` merges the drafts' shared prefixes, as hdlib's drafter does, instead of separate chains.
+Not reproduced: the Lookahead (Jacobi) window whose n-grams also feed their context store (hdlib
+has no window yet), their model-database script's stop after 11 prompts (hdlib's database is built
+whole), and their first sampled step's bias (hdlib's verifier is lossless when sampling too).
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from hdlib.databases import load_tier
+from hdlib.drafter import Drafter, check_tokens
+from hdlib.modeldb import default_model_db_path
+from hdlib.models import LoadedModel
+from hdlib.tiers import DraftTier, ModelSettings, ModelTier, StatisticsSettings, StatisticsTier, Tier
+from hdlib.tiers.base import Draft
+from hdlib.tree import DraftTree
+
+
+@dataclass(frozen=True)
+class PaperSettings:
+    ngram: int = 5  # the authors' LEVEL: a key of 1 token, drafts of 4
+    max_drafts: int = 7  # per step, the tiers together
+    per_key: int = 7  # continuations per key in the context store (and taken from the model database)
+    mend: bool = False  # fix the three defects above
+    trie: bool = False  # merge shared prefixes (hdlib's trie) instead of laying drafts side by side
+
+    @property
+    def draft_len(self) -> int:
+        return self.ngram - 1
+
+    @property
+    def budget(self) -> int:
+        """The most draft tokens a step can hold: every draft full length."""
+        return self.max_drafts * self.draft_len
+
+
+class PaperContextTier(DraftTier):
+    """The authors' context store: after each token, the 4 tokens that followed it, at most `per_key`
+    of them, most recently seen first; from the prompt and from the answer as it grows."""
+
+    tier = Tier.CONTEXT
+
+    def __init__(self, settings: PaperSettings | None = None) -> None:
+        self.settings = settings or PaperSettings()
+        self.store: dict[int, OrderedDict[Draft, None]] = {}
+        self.text: list[int] = []
+
+    def begin(self, prompt: Sequence[int]) -> None:
+        self.store.clear()
+        self.text = [int(t) for t in prompt]
+        for end in range(len(self.text)):
+            self._add(end)
+
+    def update(self, accepted: Sequence[int]) -> None:
+        start = len(self.text)
+        self.text += [int(t) for t in accepted]
+        # Their off-by-one: the n-gram ending at the newest token is left out, and the next step
+        # adds only n-grams ending at its own new tokens.
+        last = len(self.text) if self.settings.mend else len(self.text) - 1
+        for end in range(start, last):
+            self._add(end)
+
+    def _add(self, end: int) -> None:
+        """The n-gram ending at position `end`, most recent first under its first token."""
+        n = self.settings.ngram
+        if end + 1 < n:
+            return
+        key, *rest = self.text[end + 1 - n : end + 1]
+        continuations = self.store.setdefault(key, OrderedDict())
+        continuations[tuple(rest)] = None
+        continuations.move_to_end(tuple(rest), last=False)
+        if len(continuations) > self.settings.per_key:
+            continuations.popitem(last=True)  # the least recently seen
+
+    def lookup(self, context: Sequence[int], budget: int) -> list[Draft]:
+        found = list(self.store.get(int(context[-1]), ()))
+        return found[: max(budget // self.settings.draft_len, 0)]
+
+
+class PaperDrafter(Drafter):
+    """The authors' drafting: up to `max_drafts` drafts of `draft_len` tokens from the context store,
+    the model database, then the statistics, as chains side by side (or merged, with `trie`)."""
+
+    def __init__(
+        self,
+        context: PaperContextTier,
+        model: ModelTier | None,
+        statistics: StatisticsTier | None,
+        settings: PaperSettings | None = None,
+    ) -> None:
+        super().__init__([t for t in (context, model, statistics) if t is not None])
+        self.model = model
+        self.settings = settings or PaperSettings()
+
+    def draft(
+        self,
+        context: Sequence[int],
+        budget: int,
+        max_depth: int,
+        per_tier: bool = False,
+        vocab_size: int | None = None,
+    ) -> DraftTree:
+        s = self.settings
+        tree = DraftTree(root=context[-1])
+        left = min(budget, s.budget)
+        for tier, draft in self.choose(context):
+            if left <= 0 or max_depth <= 0:
+                break
+            before = len(tree)
+            left -= tree.add(draft, tier.tier, left, max_depth, merge=s.trie)
+            if vocab_size is not None:
+                check_tokens(tier, tree.tokens[before:], vocab_size)
+        return tree
+
+    def choose(self, context: Sequence[int]) -> list[tuple[DraftTier, Draft]]:
+        """The step's drafts in the order they are laid out, each with its tier."""
+        s = self.settings
+        chosen: list[tuple[DraftTier, Draft]] = []
+        seen: set[Draft] = set()
+        for tier in self.tiers:
+            want = s.max_drafts - len(chosen)
+            if want <= 0:
+                break
+            found = [tuple(d[: s.draft_len]) for d in tier.lookup(context, s.per_key * s.draft_len)]
+            if s.mend:
+                found = [d for d in dict.fromkeys(found) if d not in seen]
+            least_frequent = tier is self.model and chosen and not s.mend  # their defect
+            for draft in found[-want:] if least_frequent else found[:want]:
+                chosen.append((tier, draft))
+                seen.add(draft)
+        return chosen
+
+
+# The authors' keys: the newest token for the model database, the newest two, else one, for the
+# statistics; continuations of 4 tokens.
+PAPER_MODEL = ModelSettings(max_key=1, min_key=1, per_key=PaperSettings().per_key, recycle_width=0)
+PAPER_STATISTICS = StatisticsSettings(max_key=2, min_key=1, draft_len=PaperSettings().draft_len, fill=False)
+
+_opened: weakref.WeakKeyDictionary[LoadedModel, tuple[ModelTier | None, StatisticsTier]] = weakref.WeakKeyDictionary()
+
+
+def paper_drafter(lm: LoadedModel, settings: PaperSettings | None = None) -> PaperDrafter:
+    """The paper's drafter for `lm`: a new context store, and `lm`'s model database (none where it was
+    not built) and statistics corpus with the authors' keys, opened once per loaded model."""
+    if lm not in _opened:
+        path = default_model_db_path(lm)
+        model = ModelTier.from_file(path, lm.fingerprint, PAPER_MODEL) if path.is_file() else None
+        statistics = load_tier(Tier.STATISTICS, lm)
+        assert isinstance(statistics, StatisticsTier)
+        _opened[lm] = (model, StatisticsTier(statistics.index, PAPER_STATISTICS, statistics.meta))
+    model, statistics = _opened[lm]
+    settings = settings or PaperSettings()
+    return PaperDrafter(PaperContextTier(settings), model, statistics, settings)
