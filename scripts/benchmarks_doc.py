@@ -204,11 +204,16 @@ def bench_tables(data: Mapping[str, Any]) -> list[str]:
         o = m["overall"]
         share = [pct(shares[name][t]) if t in shares[name] else "" for t in tiers]
         rows.append(
-            [code(name), x(o["speedup"]), f2(o["mat"]), f1(o["tokens_per_s"]), pct(o["identical_frac"]), *share]
+            [
+                code(name), x(o["speedup"]), f2(o["mat"]), f1(o["tokens_per_s"]), f2(o["draft_ms"]),
+                pct(o["identical_frac"]), *share,
+            ]  # fmt: skip
         )
     out = [
         "Settings: " + ", ".join(settings) + ".",
-        table(["method", "speedup", "MAT", "tokens/s", "identical", *(f"{t} share" for t in tiers)], rows),
+        table(
+            ["method", "speedup", "MAT", "tokens/s", "draft ms/step", "identical", *(f"{t} share" for t in tiers)], rows
+        ),
     ]
     tasks = list(next(iter(methods.values()))["tasks"])
     if tasks:
@@ -568,6 +573,18 @@ decoding (10 tokens); `hd` drafts with the three tiers in the default order (con
 statistics) on the value-ranked tree's budget, and `hd:C`, `hd:M`, `hd:S` with one tier each. A
 tier's share is its part of the emitted tokens; the bonus token is the model's own, one per step.""",
         ("specbench.json",),
+        bench_tables,
+    ),
+    Section(
+        "The field side by side",
+        """HD against the methods it is measured against, each verified by hdlib's own engine so that only
+the drafting differs ([peers.md](peers.md)): `hd-paper` is the paper's HD as its authors ran it
+(7 drafts of 4 tokens side by side, their defects kept), `+mend` mends the defects, `+trie` merges
+shared prefixes; `recycling` is Token Recycling (its 80-node static tree), `rest` REST (64 tokens
+from the statistics corpus), `suffix` SuffixDecoding (its authors' `arctic-inference`, 24 tokens).
+One question per task and 128 tokens per turn: a first look, not yet the measurement of ten
+questions per task.""",
+        ("field_1_per_task.json",),
         bench_tables,
     ),
     Section(

@@ -365,9 +365,10 @@ def bench_argv(folder, questions, out, *extra):
 
 
 def structure(results):
-    """The results without the measured numbers: keys, tasks, settings, identity."""
+    """The results without the measured numbers: keys, tasks, settings, identity (not how and when
+    the command was given)."""
     return {
-        "top": {k: v for k, v in results.items() if k != "methods"},
+        "top": {k: v for k, v in results.items() if k not in ("methods", "command", "date")},
         "methods": {
             name: {
                 "metrics": sorted(m["overall"]),
@@ -386,7 +387,8 @@ def test_cli_writes_json_and_an_offline_html_report(capsys, folder, tmp_path):
     printed = capsys.readouterr().out
     assert "ar vs hf: ar is" in printed and "hd:C" in printed and "identical_frac" in printed
     results = json.loads(out.read_text())
-    assert set(results) == TOP_KEYS and results["questions"] == 4 and results["model"] == str(folder)
+    assert set(results) == TOP_KEYS | {"command", "date"} and results["questions"] == 4
+    assert results["model"] == str(folder) and results["command"].startswith(f"hdlib bench --questions {questions}")
     assert list(results["methods"]) == ["ar", *METHODS]
     page = report.read_text()
     assert "Speedup against plain decoding" in page and "Mean accepted tokens" in page

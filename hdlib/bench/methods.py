@@ -1,7 +1,7 @@
 """The methods a benchmark compares, by name: `ar`, `hf`, `hf-pld`, `hd`, `hd:ORDER`, `hd:all-orders`,
 the paper's HD as its authors ran it (`hd-paper`, `+mend`, `+trie`) and the field's drafters verified
-by hdlib's engine (`recycling`, `rest`, `suffix`); each but `ar` and the
-transformers ones with an optional fixed budget `@N` (see hdlib.bench)."""
+by hdlib's engine (`recycling`, `rest`, `suffix`); each but `ar` and transformers' with an optional
+fixed budget `@N` (see hdlib.bench)."""
 
 from __future__ import annotations
 
@@ -64,8 +64,7 @@ class Method:
         raise HDError(
             f"unknown method {name!r}: use ar, hf, hf-pld, hd, hd:ORDER (tier letters C, M, S, T, E or a "
             f"registered tier's, e.g. hd:CM), {ALL_ORDERS}, {PAPER}[+mend][+trie], {', '.join(PEERS)}; any but ar, hf "
-            "and hf-pld may end "
-            "in @N for a fixed budget of N draft tokens per step (e.g. hd:CMS@64)"
+            "and hf-pld may end in @N for a fixed budget of N draft tokens per step (e.g. hd:CMS@64)"
         )
 
 
@@ -91,14 +90,15 @@ def with_own_tables(method: Method) -> Method:
 
 
 def split_budget(name: str) -> tuple[str, int | None]:
-    """`hd:CMS@64` -> ("hd:CMS", 64); a name without `@` -> (name, None). Only hd methods take `@N`."""
+    """`hd:CMS@64` -> ("hd:CMS", 64); a name without `@` -> (name, None). `ar`, `hf` and `hf-pld`
+    take no `@N`."""
     base, at, suffix = name.partition("@")
     if not at:
         return name, None
     if base in ("ar", "hf", "hf-pld"):
         raise HDError(
             f"method {name!r}: only the methods hdlib verifies take a fixed budget @N (hd@N, hd:ORDER@N, "
-            f"{ALL_ORDERS}@N, {', '.join(f'{p}@N' for p in PEERS)}), not {base}"
+            f"{ALL_ORDERS}@N, {PAPER}@N, {', '.join(f'{p}@N' for p in PEERS)}), not {base}"
         )
     # Digits only, no leading zero: `hd:C@8` and `hd:C@08` would otherwise be two methods in the results.
     if not (suffix.isascii() and suffix.isdigit()) or (len(suffix) > 1 and suffix[0] == "0"):

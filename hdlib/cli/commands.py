@@ -7,6 +7,7 @@ import json
 import secrets
 import shlex
 import sys
+import time
 from pathlib import Path
 
 from tqdm.auto import tqdm
@@ -275,6 +276,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
         )
         return 130
     bar.close()
+    # What made the file, for the tables made from it (docs/benchmarks.md): kept by BenchResults.extra.
+    results.extra.update(command=shlex.join(["hdlib", *args.argv]), date=time.strftime("%Y-%m-%d"))
     write_text_atomic(args.out, json.dumps(results.to_json(), indent=1))
     if args.html is not None:
         from hdlib.viz.bench import write_html_report

@@ -3,8 +3,9 @@ differs: Token Recycling (Luo et al., 2024), REST (He et al., NAACL 2024) and Su
 (Oliaro et al., NeurIPS 2025, with its authors' own engine).
 
 Each is a `DraftTier` with a `Tier` of its own, so it runs alone as a bench method (`recycling`,
-`rest`, `suffix`, at its published tree size) or in an HD order beside hdlib's tiers (`hd:CT`). The settings
-follow the authors' code; where hdlib's index cannot do what theirs does, the docstring says so.
+`rest`, `suffix`, at its published tree size) or in an HD order beside hdlib's tiers (`hd:CT`). The
+settings follow the authors' code; where hdlib's index cannot do what theirs does, the docstring
+says so.
 """
 
 from __future__ import annotations
