@@ -113,13 +113,10 @@ class PaperDrafter(Drafter):
         self.settings = settings or PaperSettings()
 
     def draft(
-        self,
-        context: Sequence[int],
-        budget: int,
-        max_depth: int,
-        per_tier: bool = False,
-        vocab_size: int | None = None,
+        self, context: Sequence[int], budget: int, max_depth: int, per_tier: bool = False, vocab_size: int | None = None
     ) -> DraftTree:
+        """As `Drafter.draft`, the authors' way: `choose`'s drafts laid out in order (`per_tier` aside:
+        their tiers share one count of drafts)."""
         s = self.settings
         tree = DraftTree(root=context[-1])
         left = min(budget, s.budget)
