@@ -72,14 +72,16 @@ class TokenRecyclingTier(DraftTier):
         self.template = tree_template(RECYCLING_BRANCHES if branches is None else branches)
         if any(rank >= width for path in self.template for rank in path):
             raise HDError(f"token recycling: the static tree asks for successor ranks beyond the width {width}")
-        self.successors = Successors(width)
+        # Its own table, not one `share_successors` hands around: the model tier's part clears its
+        # table with each request, and Token Recycling keeps its table across requests.
+        self.table = Successors(width)
         self.successors_wanted = width
 
     def clear(self) -> None:
-        self.successors.clear()
+        self.table.clear()
 
     def observe_model(self, guesses: ModelGuesses) -> None:
-        self.successors.observe(guesses)
+        self.table.observe(guesses)
 
     def lookup(self, context: Sequence[int], budget: int) -> list[Draft]:
         return [p.tokens for p in self.propose(context, budget)]
@@ -97,7 +99,7 @@ class TokenRecyclingTier(DraftTier):
             if parent is None:
                 continue
             tokens, probs = parent
-            order, guesses = self.successors.guesses(tokens[-1] if tokens else newest)
+            order, guesses = self.table.guesses(tokens[-1] if tokens else newest)
             if ranks[-1] >= len(guesses):
                 continue
             token, p = guesses[ranks[-1]]
@@ -106,7 +108,7 @@ class TokenRecyclingTier(DraftTier):
         return found
 
     def __repr__(self) -> str:
-        return f"TokenRecyclingTier({len(self.template)}-node static tree, {len(self.successors.table):,} keys)"
+        return f"TokenRecyclingTier({len(self.template)}-node static tree, {len(self.table.table):,} keys)"
 
 
 # REST's search, within what hdlib's statistics file is sorted by (16 tokens): REST tries suffixes
