@@ -588,6 +588,16 @@ questions per task.""",
         bench_tables,
     ),
     Section(
+        "The field at a fixed budget of 64: MAT",
+        """The same methods where a GPU would run them: a fixed budget of 64 draft tokens per step (on a GPU a
+pass over 65 tokens costs about what one over 1 does, so the tokens per pass decide the speed), and
+each method at its own published size too (`recycling` 80, `rest` 64, `suffix` 24, `hd-paper` 28).
+MAT is the number to read; the speed against `ar` is this CPU's, where a pass over 65 tokens costs
+several over 1. One question per task, 128 tokens per turn: a first look.""",
+        ("field_at_64_1_per_task.json",),
+        bench_tables,
+    ),
+    Section(
         "The 15 tier orders at one fixed budget",
         """Every ordered non-empty subset of the three tiers (C context, M model, S statistics) at a fixed
 budget of 16 draft tokens per step, filled tier by tier in the order given: a tier gets what the
