@@ -88,16 +88,9 @@ def _built_in() -> list[Registered]:
         # time (a bench run keeps one of each per method across its questions); REST over the
         # statistics tier's corpus, once per model.
         Registered(RECYCLING, lambda lm: TokenRecyclingTier()),
-        Registered(REST, lambda lm: _rest(_need_model(REST, lm))),
+        Registered(REST, lambda lm: load_tier(REST, _need_model(REST, lm))),
         Registered(SUFFIX, lambda lm: SuffixDecodingTier()),
     ]
-
-
-def _rest(lm: LoadedModel) -> DraftTier:
-    """REST over the corpus of `lm`'s statistics tier, made once per loaded model."""
-    if REST not in lm.databases:
-        lm.databases[REST] = RestTier.over(load_tier(Tier.STATISTICS, lm))  # type: ignore[arg-type]
-    return lm.databases[REST]
 
 
 def _from_entry_points() -> list[Registered]:
@@ -185,6 +178,9 @@ def load_tier(tier: Tier, lm: LoadedModel) -> DraftTier:
                 return lm.databases[tier]
         elif tier == Tier.STATISTICS:
             path = ensure_statistics_db(lm)
+        elif tier == REST:  # no file of its own: the statistics tier's corpus, searched as REST does
+            lm.databases[tier] = RestTier.over(load_tier(Tier.STATISTICS, lm))  # type: ignore[arg-type]
+            return lm.databases[tier]
         else:
             raise HDError(f"the {tier.name} tier has no database file")
         lm.databases[tier] = open_database(path, lm)

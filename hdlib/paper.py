@@ -164,7 +164,7 @@ def paper_drafter(lm: LoadedModel, settings: PaperSettings | None = None) -> Pap
         model = ModelTier.from_file(path, lm.fingerprint, PAPER_MODEL) if path.is_file() else None
         statistics = load_tier(Tier.STATISTICS, lm)
         assert isinstance(statistics, StatisticsTier)
-        _opened[lm] = (model, StatisticsTier(statistics.index, PAPER_STATISTICS, statistics.meta))
+        _opened[lm] = (model, StatisticsTier.over(statistics, PAPER_STATISTICS))
     model, statistics = _opened[lm]
     settings = settings or PaperSettings()
     return PaperDrafter(PaperContextTier(settings), model, statistics, settings)

@@ -124,9 +124,9 @@ class RestTier(StatisticsTier):
     tier = REST
 
     @classmethod
-    def over(cls, statistics: StatisticsTier, settings: StatisticsSettings = REST_SETTINGS) -> RestTier:
+    def over(cls, statistics: StatisticsTier, settings: StatisticsSettings | None = None) -> RestTier:
         """REST on the corpus (the same suffix array, not a copy) of an opened statistics tier."""
-        return cls(statistics.index, settings, statistics.meta)
+        return super().over(statistics, settings or REST_SETTINGS)  # type: ignore[return-value]  (a RestTier)
 
 
 @dataclass(frozen=True)

@@ -135,6 +135,11 @@ class StatisticsTier(DraftTier):
             )
 
     @classmethod
+    def over(cls, statistics: StatisticsTier, settings: StatisticsSettings | None = None) -> StatisticsTier:
+        """A tier searching the corpus of an opened one (the same suffix array, not a copy) its own way."""
+        return cls(statistics.index, settings, statistics.meta)
+
+    @classmethod
     def from_documents(
         cls, documents: Iterable[Sequence[int]], settings: StatisticsSettings | None = None
     ) -> StatisticsTier:
