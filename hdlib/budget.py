@@ -36,6 +36,11 @@ class BudgetPolicy(Protocol):
 
     def observe(self, step: Step) -> None: ...
 
+    def run_window(self, size: int) -> bool:
+        """Whether the next pass carries a Lookahead window of `size` tokens (asked before `select`,
+        only in a generation with a window)."""
+        ...
+
     successors_wanted: int  # the model's most likely next tokens per verified node, for observe_model
 
     def observe_model(self, guesses: ModelGuesses) -> None: ...
@@ -56,6 +61,9 @@ class _VerifyAll:
 
     def select(self, tree: DraftTree, context: Sequence[int] = ()) -> tuple[DraftTree, tuple[float, ...] | None]:
         return tree, None
+
+    def run_window(self, size: int) -> bool:
+        return True  # every pass, as Lookahead decoding runs it
 
     def finish(self) -> None:
         pass

@@ -35,7 +35,16 @@ from hdlib.models import LoadedModel, load_text
 from hdlib.statsdb import ensure_statistics_db
 from hdlib.store import read_db, read_meta
 from hdlib.tiers import ContextTier, DraftTier, ModelTier, StatisticsTier, Tier
-from hdlib.tiers.peers import RECYCLING, REST, SUFFIX, RestTier, SuffixDecodingTier, TokenRecyclingTier
+from hdlib.tiers.peers import (
+    LOOKAHEAD,
+    RECYCLING,
+    REST,
+    SUFFIX,
+    LookaheadTier,
+    RestTier,
+    SuffixDecodingTier,
+    TokenRecyclingTier,
+)
 
 ENTRY_POINTS = "hdlib.tiers"  # the entry-point group of tiers that other packages provide
 
@@ -86,10 +95,11 @@ def _built_in() -> list[Registered]:
         Registered(Tier.STATISTICS, lambda lm: load_tier(Tier.STATISTICS, _need_model(Tier.STATISTICS, lm))),
         # The field's drafters (hdlib.tiers.peers): a new recycling table and new suffix trees each
         # time (a bench run keeps one of each per method across its questions); REST over the
-        # statistics tier's corpus, once per model.
+        # statistics tier's corpus, once per model; a new Lookahead window each time.
         Registered(RECYCLING, lambda lm: TokenRecyclingTier()),
         Registered(REST, lambda lm: load_tier(REST, _need_model(REST, lm))),
         Registered(SUFFIX, lambda lm: SuffixDecodingTier()),
+        Registered(LOOKAHEAD, lambda lm: LookaheadTier()),
     ]
 
 

@@ -34,6 +34,7 @@ from hdlib.tree import DraftTree
 from hdlib.value import AcceptancePrior, ValueBudget
 from hdlib.verifier import Verifier
 from hdlib.verifier import context_length as verifier_context_length
+from hdlib.window import LookaheadWindow
 
 
 @dataclass(frozen=True)
@@ -146,6 +147,7 @@ class Decoder:
         verifier.prefill(tokens[:-1])
         share_successors([*drafter.tiers, budget])  # one table of the model's guesses, filled once a pass
         drafter.begin(tokens)
+        window = drafter.window
         successors = max(drafter.successors_wanted, budget.successors_wanted)
         generated = 0
         index = 0
@@ -158,6 +160,7 @@ class Decoder:
             # Propose: the tiers draft a trie, the budget policy keeps what is worth verifying.
             start = time.perf_counter()
             k = budget.budget(len(tokens))
+            ride = window is not None and budget.run_window(window.size)
             policy_s = time.perf_counter() - start
             start = time.perf_counter()
             tree = (
@@ -169,9 +172,11 @@ class Decoder:
             start = time.perf_counter()
             tree, estimates = budget.select(tree, tokens)
             policy_s += time.perf_counter() - start
+            # A Lookahead window rides along where the policy says it pays and the context has room.
+            rows = window.rows() if window is not None and ride and window_fits(window, tree, tokens, limit) else None
 
             # Verify: one forward pass over the trie. Accept: the path the model agrees with.
-            scored = verifier.verify(tree, past_len)
+            scored = verifier.verify(tree, past_len, rows)
             verified = verifier.accept(tree, scored, past_len, successors)
             path = verified.path
 
@@ -186,6 +191,8 @@ class Decoder:
             tokens.extend(emitted)
             generated += len(emitted)
             drafter.update(emitted)
+            if rows is not None:
+                window.advance(scored.window_next)  # type: ignore[union-attr]  (rows come from the window)
             update_s = time.perf_counter() - start
             start = time.perf_counter()
             if verified.top is not None:
@@ -203,6 +210,7 @@ class Decoder:
                 choices=tuple(verified.choices),
                 choice_probs=tuple(verified.choice_probs),
                 accept_probs=tuple(verified.accept_probs),
+                window=len(rows) if rows is not None else 0,
             )
             budget.observe(step)
             policy_s += time.perf_counter() - start
@@ -212,6 +220,12 @@ class Decoder:
             if emitted[-1] in eos:
                 break
         budget.finish()
+
+
+def window_fits(window: LookaheadWindow, tree: DraftTree, tokens: Sequence[int], limit: int) -> bool:
+    """Whether the window's farthest position and the pass's cache entries stay within the context."""
+    past_len = len(tokens) - 1
+    return past_len + window.settings.reach < limit and past_len + len(tree) + window.size <= limit
 
 
 def decode(*args: Any, **kwargs: Any) -> Iterator[Step]:

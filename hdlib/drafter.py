@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from hdlib.errors import HDError
 from hdlib.tiers.base import DraftTier, ModelGuesses, Tier
 from hdlib.tree import DraftTree
+from hdlib.window import LookaheadWindow
 
 
 class Drafter:
@@ -26,7 +27,19 @@ class Drafter:
                         f"each tier may appear once, and no two share a name or a letter: "
                         f"{tier.tier.name} ({tier.tier.letter}) and {other.tier.name} ({other.tier.letter})"
                     )
+        windows = [t for t in tiers if t.window is not None]
+        if len(windows) > 1:
+            raise HDError(
+                "one Lookahead window per generation: "
+                + ", ".join(f"{t.tier.name} ({type(t).__name__})" for t in windows)
+                + " each have one"
+            )
         self.tiers = list(tiers)
+
+    @property
+    def window(self) -> LookaheadWindow | None:
+        """The Lookahead window one of the tiers is fed by, if any."""
+        return next((t.window for t in self.tiers if t.window is not None), None)
 
     @property
     def order(self) -> list[Tier]:

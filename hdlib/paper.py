@@ -14,16 +14,17 @@ the drafts laid side by side as chains and the longest accepted kept. Their defe
   frequent entries for the rest;
 - the n-gram ending at the newest token of each step's output never enters the context store.
 
+Their Lookahead (Jacobi) window, 7 columns of 4 levels, rides in every pass and feeds the context
+store (`hdlib.window`; Lookahead's mask and its harvest of one n-gram per column and pass).
+
 `trie` merges the drafts' shared prefixes, as hdlib's drafter does, instead of separate chains.
-Not reproduced: the Lookahead (Jacobi) window whose n-grams also feed their context store (hdlib
-has no window yet), their model-database script's stop after 11 prompts (hdlib's database is built
+Not reproduced: their model-database script's stop after 11 prompts (hdlib's database is built
 whole), and their first sampled step's bias (hdlib's verifier is lossless when sampling too).
 """
 
 from __future__ import annotations
 
 import weakref
-from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -34,6 +35,7 @@ from hdlib.models import LoadedModel
 from hdlib.tiers import DraftTier, ModelSettings, ModelTier, StatisticsSettings, StatisticsTier, Tier
 from hdlib.tiers.base import Draft
 from hdlib.tree import DraftTree
+from hdlib.window import LookaheadWindow, NGramPool, WindowSettings
 
 
 @dataclass(frozen=True)
@@ -56,17 +58,19 @@ class PaperSettings:
 
 class PaperContextTier(DraftTier):
     """The authors' context store: after each token, the 4 tokens that followed it, at most `per_key`
-    of them, most recently seen first; from the prompt and from the answer as it grows."""
+    of them, most recently seen first; from the prompt, from the answer as it grows, and from the
+    n-grams of a Lookahead window of 7 columns and 4 levels riding in every pass (`hdlib.window`)."""
 
     tier = Tier.CONTEXT
 
     def __init__(self, settings: PaperSettings | None = None) -> None:
-        self.settings = settings or PaperSettings()
-        self.store: dict[int, OrderedDict[Draft, None]] = {}
+        self.settings = s = settings or PaperSettings()
+        self.store = NGramPool(s.per_key)
+        self.window = LookaheadWindow(WindowSettings(ngram=s.ngram, guesses=s.per_key), pool=self.store)
         self.text: list[int] = []
 
     def begin(self, prompt: Sequence[int]) -> None:
-        self.store.clear()
+        self.window.begin(prompt)  # empties the store
         self.text = [int(t) for t in prompt]
         for end in range(len(self.text)):
             self._add(end)
@@ -81,20 +85,13 @@ class PaperContextTier(DraftTier):
             self._add(end)
 
     def _add(self, end: int) -> None:
-        """The n-gram ending at position `end`, most recent first under its first token."""
+        """The n-gram ending at position `end`."""
         n = self.settings.ngram
-        if end + 1 < n:
-            return
-        key, *rest = self.text[end + 1 - n : end + 1]
-        continuations = self.store.setdefault(key, OrderedDict())
-        continuations[tuple(rest)] = None
-        continuations.move_to_end(tuple(rest), last=False)
-        if len(continuations) > self.settings.per_key:
-            continuations.popitem(last=True)  # the least recently seen
+        if end + 1 >= n:
+            self.store.add(self.text[end + 1 - n : end + 1])
 
     def lookup(self, context: Sequence[int], budget: int) -> list[Draft]:
-        found = list(self.store.get(int(context[-1]), ()))
-        return found[: max(budget // self.settings.draft_len, 0)]
+        return self.store.get(context[-1])[: max(budget // self.settings.draft_len, 0)]
 
 
 class PaperDrafter(Drafter):

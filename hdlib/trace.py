@@ -60,6 +60,7 @@ class Step:
     choices: tuple[int, ...] | None = None
     choice_probs: tuple[float, ...] | None = None
     accept_probs: tuple[float | None, ...] | None = None
+    window: int = 0  # tokens of a Lookahead window that rode in the pass beside the tree
 
     def rejected(self) -> list[int]:
         """The nodes the model was asked about and refused: tried (their parent reached), not accepted."""

@@ -10,7 +10,9 @@ added, so a parent always comes before its children and the order is the drafter
     position_ids     (N,)        past_len + depth: siblings share a position
     ancestors        (N, N)      bool, node i may attend to node j (j is i or an ancestor of i)
 
-It is a pure function with an explicit device, so a notebook can draw the mask on the CPU.
+It is a pure function with an explicit device, so a notebook can draw the mask on the CPU. A
+Lookahead window (`hdlib.window`) rides in the same pass as M rows after the tree's N: they see the
+root and each other as the window says, and no tree node sees them.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import numpy as np
 import torch
 
 from hdlib.tiers.base import Tier
+from hdlib.window import WindowRows
 
 
 @dataclass
@@ -200,14 +203,25 @@ def ancestor_matrix(parents: Sequence[int]) -> np.ndarray:
     return anc
 
 
-def tree_buffers(tree: DraftTree, past_len: int, device: torch.device | str) -> TreeBuffers:
-    """The trie's tensors on `device`, built on the host and copied in one transfer (pinned and
-    asynchronous on CUDA): the three are views of one int64 buffer there."""
+def tree_buffers(
+    tree: DraftTree, past_len: int, device: torch.device | str, window: WindowRows | None = None
+) -> TreeBuffers:
+    """The trie's tensors on `device` (with `window`'s rows after the tree's), built on the host and
+    copied in one transfer (pinned and asynchronous on CUDA): the three are views of one int64 buffer
+    there."""
     n = len(tree)
-    packed = np.empty(2 * n + n * n, dtype=np.int64)
+    m = len(window) if window is not None else 0
+    rows = n + m
+    packed = np.zeros(2 * rows + rows * rows, dtype=np.int64)
     packed[:n] = tree.tokens
-    packed[n : 2 * n] = np.asarray(tree.depths, dtype=np.int64) + past_len
-    packed[2 * n :] = ancestor_matrix(tree.parents).reshape(-1)
+    packed[rows : rows + n] = np.asarray(tree.depths, dtype=np.int64) + past_len
+    ancestors = packed[2 * rows :].reshape(rows, rows)
+    ancestors[:n, :n] = ancestor_matrix(tree.parents)
+    if window is not None:
+        packed[n:rows] = window.tokens
+        packed[rows + n : 2 * rows] = np.asarray(window.offsets, dtype=np.int64) + past_len
+        ancestors[n:, 0] = 1  # the root
+        ancestors[n:, n:] = window.sees
     host = torch.from_numpy(packed)
     device = torch.device(device)
     if device.type == "cuda":
@@ -215,7 +229,7 @@ def tree_buffers(tree: DraftTree, past_len: int, device: torch.device | str) -> 
     else:
         on_device = host.to(device)
     return TreeBuffers(
-        input_ids=on_device[:n],
-        position_ids=on_device[n : 2 * n],
-        ancestors=on_device[2 * n :].view(n, n).bool(),
+        input_ids=on_device[:rows],
+        position_ids=on_device[rows : 2 * rows],
+        ancestors=on_device[2 * rows :].view(rows, rows).bool(),
     )

@@ -19,6 +19,12 @@ tokens per second the generation has been achieving (at the first step, E / forw
 token drafted is worth the time it costs only at the rate the rest of the text is made. n = 0 is
 a plain step. A lower tier's drafts thus enter only where they are expected to pay.
 
+A Lookahead window (`hdlib.window`, an option of the context tier) adds its W (N - 1) tokens to a
+pass; forward(1 + n) becomes forward(1 + W (N - 1) + n) in the passes it rides in, and it rides only
+where the tokens its n-grams are accepted for, per pass, outweigh what its tokens cost at the rate r
+(`ValueBudget.run_window`). On a GPU, where forward time is flat, that is nearly every pass; on a
+CPU, seldom.
+
 Estimates are counts with exponential decay (recent steps weigh more: a copying phase and a free
 phase differ), shrunk level by level toward a coarser kind: (tier, part, confidence band, opinion
 band, agreement, depth, key length, rank) toward (... depth) toward (... agreement) toward (tier,
@@ -50,8 +56,10 @@ from hdlib.tiers.base import ModelGuesses, token_before_newest
 from hdlib.tiers.recycling import Successors
 from hdlib.trace import Step
 from hdlib.tree import DraftTree
+from hdlib.window import WINDOW_SOURCE
 
 CANDIDATES = 16  # draft tokens each tier may propose per step, before the ranking keeps the best
+WINDOW_EXPLORE = 16  # a Lookahead window left out of this many passes rides in the next: measured anew
 DEFAULT_PRIOR = 0.3  # acceptance of a kind never seen, on any model: optimistic enough to be tried
 
 
@@ -182,8 +190,11 @@ def path_probabilities(tree: DraftTree, model: AcceptanceModel, kinds: list[tupl
     return probs
 
 
-def best_size(path_probs: np.ndarray, profile: ForwardProfile, rate: float | None = None) -> tuple[np.ndarray, int]:
-    """The drafted nodes by falling path probability, and how many of them to verify.
+def best_size(
+    path_probs: np.ndarray, profile: ForwardProfile, rate: float | None = None, extra: int = 0
+) -> tuple[np.ndarray, int]:
+    """The drafted nodes by falling path probability, and how many of them to verify in a pass that
+    also carries `extra` tokens (a Lookahead window's).
 
     Without `rate`, the n that maximises this step's expected tokens per second. With `rate` (the
     tokens per second the generation achieves), the n that maximises expected tokens minus what the
@@ -193,7 +204,7 @@ def best_size(path_probs: np.ndarray, profile: ForwardProfile, rate: float | Non
     order = np.argsort(-path_probs[1:], kind="stable") + 1  # stable: ties keep node order, parents first
     n_max = min(len(order), len(profile.seconds) - 1)
     expected = 1.0 + np.concatenate([[0.0], np.cumsum(path_probs[order[:n_max]])])
-    seconds = profile.forward_s(1 + np.arange(n_max + 1))
+    seconds = profile.forward_s(1 + extra + np.arange(n_max + 1))
     value = expected / seconds if rate is None else expected - rate * seconds
     return order, int(np.argmax(value))
 
@@ -222,9 +233,32 @@ class ValueBudget:
         self.successors = Successors(self.successors_wanted)  # the model's opinions (see share_successors)
         self._tokens, self._seconds = 0.0, 0.0  # decayed sums over the steps: emitted tokens, forward time
         self._selected: tuple[DraftTree | None, list[tuple[Hashable, ...]]] = (None, [])  # the tree and its kinds
+        # A Lookahead window's worth, decayed like the counts: the draft tokens its n-grams were
+        # accepted for, and the passes it rode in (one token per pass at first: it is tried).
+        self._window_tokens, self._window_passes = 1.0, 1.0
+        self._window = 0  # the window's tokens in the pass being chosen (0: none)
+        self._since_window = 0  # passes since the window last rode in one
+        self._last_n = 0  # draft tokens the last pass verified
 
     def budget(self, context_len: int) -> int:
         return self.candidates
+
+    def _rate(self) -> float | None:
+        """The tokens per second the generation has been achieving, in the profile's time."""
+        return self._tokens / self._seconds if self._seconds > 0 else None
+
+    def run_window(self, size: int) -> bool:
+        """Whether a Lookahead window of `size` tokens pays in the next pass: the draft tokens its
+        n-grams have been accepted for, per pass it rode in, against the tokens the generation's rate
+        would make in the time `size` more tokens add to a pass of the last one's size. A window
+        left out of WINDOW_EXPLORE passes rides in the next, so its worth is measured again."""
+        rate = self._rate()
+        n = self._last_n
+        extra_s = float(self.profile.forward_s(1 + n + size) - self.profile.forward_s(1 + n))
+        gain = self._window_tokens / self._window_passes
+        pays = rate is None or gain >= rate * extra_s or self._since_window >= WINDOW_EXPLORE
+        self._window = size if pays else 0
+        return pays
 
     def select(self, tree: DraftTree, context: Sequence[int] = ()) -> tuple[DraftTree, tuple[float, ...] | None]:
         if tree.n_drafted == 0:
@@ -232,8 +266,7 @@ class ValueBudget:
             return tree, (1.0,)
         kinds = tree_kinds(tree, self.successors, token_before_newest(context))
         probs = path_probabilities(tree, self.model, kinds)
-        rate = self._tokens / self._seconds if self._seconds > 0 else None
-        order, n = best_size(probs, self.profile, rate)
+        order, n = best_size(probs, self.profile, self._rate(), self._window)
         kept = np.sort(order[:n])
         verified = tree.subtree(kept.tolist())
         self._selected = (verified, [kinds[i] for i in [0, *kept.tolist()]])
@@ -251,9 +284,14 @@ class ValueBudget:
                 self.model.observe(kinds[node], node in on_path)
         self.model.next_step()
         # The generation's recent rate, in the profile's time (the time the choice is made in).
-        n = step.tree.n_drafted
-        self._tokens = self.model.decay * self._tokens + len(step.tokens)
-        self._seconds = self.model.decay * self._seconds + float(self.profile.forward_s(1 + n))
+        decay, n = self.model.decay, step.tree.n_drafted
+        self._tokens = decay * self._tokens + len(step.tokens)
+        self._seconds = decay * self._seconds + float(self.profile.forward_s(1 + n + step.window))
+        harvested = sum(tree.sources[node] == WINDOW_SOURCE for node in step.accepted_nodes[1:])
+        self._window_tokens = decay * self._window_tokens + harvested
+        self._window_passes = decay * self._window_passes + (step.window > 0)
+        self._since_window = 0 if step.window else self._since_window + 1
+        self._window, self._last_n = 0, n
 
     def finish(self) -> None:
         """The generation is over: fold what it learned into the prior on disk."""

@@ -49,6 +49,7 @@ from hdlib.choices import SoftmaxBuffer, greedy_path, model_choices, settle_ties
 from hdlib.errors import HDError
 from hdlib.sampling import Sampler
 from hdlib.tree import DraftTree, TreeBuffers, tree_buffers
+from hdlib.window import WindowRows
 
 
 @dataclass(frozen=True)
@@ -238,10 +239,11 @@ def synchronize(device: torch.device) -> None:
 class Scored:
     """One forward pass over a draft tree: its tensors, the (N, V) logits, and the seconds it took."""
 
-    buffers: TreeBuffers
-    logits: torch.Tensor
+    buffers: TreeBuffers  # the tree's rows, then the Lookahead window's, if one rode in the pass
+    logits: torch.Tensor  # the tree's rows only
     tree_s: float  # the tree's tensors, built on the host and copied once
     forward_s: float  # the forward pass (masks included), the device waited for
+    window_next: tuple[int, ...] = ()  # the model's next token after each of the window's top-level tokens
 
 
 @dataclass(frozen=True)
@@ -318,15 +320,22 @@ class Verifier:
         return [ids[r : r + k] for r in rows], [floats[r : r + k] for r in rows]
 
     @torch.inference_mode()
-    def verify(self, tree: DraftTree, past_len: int) -> Scored:
-        """One forward pass over `tree` after `past_len` cached tokens. The cache then holds the
-        whole tree: `compact` keeps what `accept` accepted."""
+    def verify(self, tree: DraftTree, past_len: int, window: WindowRows | None = None) -> Scored:
+        """One forward pass over `tree` after `past_len` cached tokens, with a Lookahead `window`'s
+        rows after the tree's when given (its next tokens read at once: the pass is waited for
+        anyway). The cache then holds the whole pass: `compact` keeps what `accept` accepted."""
         start = time.perf_counter()
-        buffers = tree_buffers(tree, past_len, self.device)
+        buffers = tree_buffers(tree, past_len, self.device, window)
         built = time.perf_counter()
         logits = tree_logits(self.model, self.layout, buffers, self.cache, past_len)
+        window_next: tuple[int, ...] = ()
+        n = len(tree)
+        if window is not None:
+            top = logits[len(logits) - window.width :]
+            window_next = tuple(top.argmax(dim=-1).tolist())
+            logits = logits[:n]
         self.sync()
-        return Scored(buffers, logits, built - start, time.perf_counter() - built)
+        return Scored(buffers, logits, built - start, time.perf_counter() - built, window_next)
 
     @torch.inference_mode()
     def accept(self, tree: DraftTree, scored: Scored, past_len: int, successors: int = 0) -> Acceptance:

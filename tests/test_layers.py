@@ -17,7 +17,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "hdlib"
 
 LAYERS: list[tuple[str, ...]] = [
     ("errors", "paths"),  # no hdlib imports at all
-    ("store", "suffix", "ngram", "sharegpt", "specbench"),  # files, indexes, data sources
+    ("store", "suffix", "ngram", "window", "sharegpt", "specbench"),  # files, indexes, Lookahead window, data
     ("corpus", "cpu", "packaged"),  # a corpus tokenized; the CPU's prepacked layers; the packaged models' files
     ("tiers.base",),  # the tier interface and the tiers' names
     ("tiers.recycling",),

@@ -1,6 +1,7 @@
-"""The methods a benchmark compares, by name: `ar`, `hf`, `hf-pld`, `hd`, `hd:ORDER`, `hd:all-orders`,
-the paper's HD as its authors ran it (`hd-paper`, `+mend`, `+trie`) and the field's drafters verified
-by hdlib's engine (`recycling`, `rest`, `suffix`); each but `ar` and transformers' with an optional
+"""The methods a benchmark compares, by name: `ar`, `hf`, `hf-pld`, `hd`, `hd:ORDER`, `hd:all-orders`
+(`hd` and `hd:ORDER` with `+window`: a Lookahead window feeding the context tier), the paper's HD as
+its authors ran it (`hd-paper`, `+mend`, `+trie`) and the field's drafters verified by hdlib's
+engine (`recycling`, `rest`, `suffix`, `lookahead`); each but `ar` and transformers' with an optional
 fixed budget `@N` (see hdlib.bench)."""
 
 from __future__ import annotations
@@ -13,9 +14,10 @@ from hdlib.baselines import PROMPT_LOOKUP_TOKENS
 from hdlib.databases import make_tier, parse_tiers
 from hdlib.errors import HDError
 from hdlib.paper import PaperSettings
-from hdlib.tiers import DEFAULT_TIERS, Tier
+from hdlib.tiers import DEFAULT_TIERS, ContextSettings, ContextTier, Tier
 from hdlib.tiers.base import DraftTier
-from hdlib.tiers.peers import RECYCLING, RECYCLING_BRANCHES, REST, SUFFIX, SuffixSettings
+from hdlib.tiers.peers import LOOKAHEAD, RECYCLING, RECYCLING_BRANCHES, REST, SUFFIX, SuffixSettings
+from hdlib.window import WindowSettings
 
 ALL_ORDERS = "hd:all-orders"
 PAPER = "hd-paper"  # the paper's HD as its authors ran it (hdlib.paper), with `+mend`, `+trie`
@@ -24,7 +26,9 @@ PEERS: dict[str, tuple[Tier, int]] = {
     "recycling": (RECYCLING, sum(RECYCLING_BRANCHES.values())),  # Token Recycling's 80-node static tree
     "rest": (REST, 64),  # REST's default number of draft tokens
     "suffix": (SUFFIX, SuffixSettings().max_tree_depth),  # SuffixDecoding's default: as deep as its trees
+    "lookahead": (LOOKAHEAD, WindowSettings().guesses * WindowSettings().levels),  # G drafts of N - 1
 }
+WINDOW = "+window"  # hd methods: the context tier fed by a Lookahead window (hdlib.window)
 OWN_TABLES = (RECYCLING, SUFFIX)  # tiers whose tables outlive a request: each method keeps its own
 
 
@@ -51,8 +55,11 @@ class Method:
             return cls(name, transformers=True)
         if base == "hf-pld":
             return cls(name, transformers=True, prompt_lookup=PROMPT_LOOKUP_TOKENS)
+        base, window = base.removesuffix(WINDOW), base.endswith(WINDOW)
+        if window and not (base == "hd" or (base.startswith("hd:") and base != ALL_ORDERS)):
+            raise HDError(f"method {name!r}: {WINDOW} goes after hd or hd:ORDER (e.g. hd{WINDOW}, hd:CM{WINDOW}@64)")
         if base == "hd":
-            return cls(name, DEFAULT_TIERS, budget=budget)
+            return cls(name, with_window(DEFAULT_TIERS) if window else DEFAULT_TIERS, budget=budget)
         if base == PAPER or base.startswith(PAPER + "+"):
             paper = paper_settings(name, base)
             return cls(name, budget=paper.budget if budget is None else budget, paper=paper)
@@ -60,12 +67,23 @@ class Method:
             tier, size = PEERS[base]
             return cls(name, (tier,), budget=size if budget is None else budget)
         if base.startswith("hd:") and len(base) > 3:
-            return cls(name, tuple(parse_tiers(list(base[3:]))), budget=budget)  # type: ignore[arg-type]  (letters give Tiers)
+            tiers = tuple(parse_tiers(list(base[3:])))
+            return cls(name, with_window(tiers) if window else tiers, budget=budget)  # type: ignore[arg-type]
         raise HDError(
-            f"unknown method {name!r}: use ar, hf, hf-pld, hd, hd:ORDER (tier letters C, M, S, T, E or a "
-            f"registered tier's, e.g. hd:CM), {ALL_ORDERS}, {PAPER}[+mend][+trie], {', '.join(PEERS)}; any but ar, hf "
-            "and hf-pld may end in @N for a fixed budget of N draft tokens per step (e.g. hd:CMS@64)"
+            f"unknown method {name!r}: use ar, hf, hf-pld, hd, hd:ORDER (tier letters C, M, S, T, E, U, L or a "
+            f"registered tier's, e.g. hd:CM), either with {WINDOW}, {ALL_ORDERS}, {PAPER}[+mend][+trie], "
+            f"{', '.join(PEERS)}; any but ar, hf and hf-pld may end in @N for a fixed budget of N draft tokens "
+            "per step (e.g. hd:CMS@64)"
         )
+
+
+def with_window(tiers: tuple[Tier, ...]) -> tuple[Tier | DraftTier, ...]:
+    """The order with its context tier fed by a Lookahead window (one tier made for the run: `begin`
+    starts it afresh with every request)."""
+    if Tier.CONTEXT not in tiers:
+        raise HDError(f"{WINDOW} feeds the context tier, and the order {''.join(t.letter for t in tiers)} has none")
+    window = ContextTier(ContextSettings(window=WindowSettings()))
+    return tuple(window if t == Tier.CONTEXT else t for t in tiers)
 
 
 def paper_settings(name: str, base: str) -> PaperSettings:

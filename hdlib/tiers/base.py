@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from hdlib.errors import HDError
+from hdlib.window import LookaheadWindow
 
 Draft = tuple[int, ...]
 
@@ -129,3 +130,8 @@ class DraftTier(ABC):
 
     def observe_model(self, guesses: ModelGuesses) -> None:
         """What the model said after every node of the pass just verified."""
+
+    # A tier fed by a Lookahead window sets this (and begins it in `begin`): the engine then puts
+    # the window's rows in the passes where it pays and hands it the model's next tokens
+    # (`LookaheadWindow.advance`); the n-grams land in the window's pool, which the tier reads.
+    window: LookaheadWindow | None = None

@@ -12,17 +12,23 @@ cost most: every occurrence of the key is a match. So a lookup reads at most the
 occurrences of a key; a match that overlaps the suffix itself is read on past the end of the text
 as the loop it is (after `a b c a b`, the key `a b` at the start continues `c a b c a ...`, not
 just `c a b`); and drafts gather in a `DraftSet`, so none is a prefix of another.
+
+With `ContextSettings(window=WindowSettings())` the tier is also fed by a Lookahead window
+(`hdlib.window`): its rows ride in the verification passes (where the value-ranked tree finds they
+pay), and the n-grams it harvests are drafted after the text's own matches, by the newest token
+(their source "window").
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from hdlib.errors import HDError
 from hdlib.ngram import DraftSet, NGramIndex
 from hdlib.tiers.base import Draft, DraftRow, DraftTier, Proposal, Tier
+from hdlib.window import WINDOW_SOURCE, LookaheadWindow, WindowSettings
 
 SHARE_WINDOW = 32  # recent occurrences of a key that its continuations' shares are counted over
 SCAN = 32  # the most recent occurrences of a key a lookup reads: a loop has thousands, all alike
@@ -34,6 +40,7 @@ class ContextSettings:
     min_key: int = 2  # a one-token key matches often and is seldom right: on a CPU a wrong draft costs
     draft_len: int = 10  # tokens per continuation; a copy of a passage is long, a guess is not
     per_key: int = 4  # continuations read per key, most recent first
+    window: WindowSettings | None = None  # a Lookahead window feeding the tier; None: none
 
     def __post_init__(self) -> None:
         if not 1 <= self.min_key <= self.max_key:
@@ -49,12 +56,15 @@ class ContextTier(DraftTier):
         self.settings = settings or ContextSettings()
         self._tokens: list[int] = []
         self._index: NGramIndex[int] = NGramIndex(self.settings.max_key, self.settings.min_key)
+        self.window = LookaheadWindow(self.settings.window) if self.settings.window is not None else None
 
     def begin(self, prompt: Sequence[int]) -> None:
         s = self.settings
         self._tokens = []
         self._index = NGramIndex(s.max_key, s.min_key)
         self.update(prompt)
+        if self.window is not None:
+            self.window.begin(prompt)
 
     def update(self, accepted: Sequence[int]) -> None:
         tokens = self._tokens
@@ -71,10 +81,11 @@ class ContextTier(DraftTier):
         return [p.tokens for p in self.propose(context, budget)]
 
     def explain(self, context: Sequence[int], budget: int) -> list[DraftRow]:
-        """The drafts after `context` (read by a fresh tier: this one is left as it is), each with how
-        many occurrences of its key the text goes on from with it (read as a lookup reads, round a
-        loop) and the share of the key's recent occurrences that go on with its first token."""
-        fresh = ContextTier(self.settings)
+        """The drafts after `context` from the text (read by a fresh tier: this one is left as it is),
+        each with how many occurrences of its key the text goes on from with it (read as a lookup
+        reads, round a loop) and the share of the key's recent occurrences that go on with its first
+        token. A window's n-grams are not explained: they depend on the passes so far."""
+        fresh = ContextTier(replace(self.settings, window=None))
         fresh.begin(context)
         text = fresh._tokens
         rows = []
@@ -103,11 +114,14 @@ class ContextTier(DraftTier):
                     continue
                 seen_positions.add(pos)
                 draft = continuation(tokens, pos, s.draft_len)
-                if found.offer(draft, (key_length, follows[draft[0]] / len(recent))):
+                if found.offer(draft, (key_length, (follows[draft[0]] / len(recent),), "")):
                     taken += 1
+        if self.window is not None and tokens:
+            for gram in self.window.pool.get(tokens[-1]):
+                found.offer(gram, (1, (), WINDOW_SOURCE))
         return [
-            Proposal(draft, key_length, confidence=(share,))
-            for draft, (key_length, share) in zip(found.drafts, found.notes, strict=True)  # type: ignore[misc]
+            Proposal(draft, key_length, source, confidence)
+            for draft, (key_length, confidence, source) in zip(found.drafts, found.notes, strict=True)  # type: ignore[misc]
         ]
 
 

@@ -1,9 +1,10 @@
 """The field's database drafters as tiers, so that hdlib's engine verifies them and only the drafting
-differs: Token Recycling (Luo et al., 2024), REST (He et al., NAACL 2024) and SuffixDecoding
-(Oliaro et al., NeurIPS 2025, with its authors' own engine).
+differs: Token Recycling (Luo et al., 2024), REST (He et al., NAACL 2024), SuffixDecoding
+(Oliaro et al., NeurIPS 2025, with its authors' own engine) and Lookahead decoding (Fu et al., ICML
+2024: its Jacobi window is `hdlib.window`).
 
 Each is a `DraftTier` with a `Tier` of its own, so it runs alone as a bench method (`recycling`,
-`rest`, `suffix`, at its published tree size) or in an HD order beside hdlib's tiers (`hd:CT`). The
+`rest`, `suffix`, `lookahead`, at its published size) or in an HD order beside hdlib's tiers (`hd:CT`). The
 settings follow the authors' code; where hdlib's index cannot do what theirs does, the docstring
 says so.
 """
@@ -17,10 +18,12 @@ from hdlib.errors import HDError
 from hdlib.tiers.base import Draft, DraftTier, ModelGuesses, Proposal, Tier
 from hdlib.tiers.recycling import Successors
 from hdlib.tiers.statistics import StatisticsSettings, StatisticsTier
+from hdlib.window import WINDOW_SOURCE, LookaheadWindow, WindowSettings
 
 RECYCLING = Tier("recycling", "T", "#E69F00")  # Token Recycling: the model's own last top-8 successors
 REST = Tier("rest", "E", "#D55E00")  # REST: continuations of the longest suffix found in a corpus
 SUFFIX = Tier("suffix", "U", "#56B4E9")  # SuffixDecoding: suffix trees of the request and of earlier answers
+LOOKAHEAD = Tier("lookahead", "L", "#AA8800")  # Lookahead decoding: the n-grams its Jacobi window harvested
 
 # Token Recycling's static tree (version "2.2.2" of its authors' code): for each node, named by the
 # successor ranks on its path from the root, how many children it has; a node's children are its
@@ -192,3 +195,32 @@ class SuffixDecodingTier(DraftTier):
             tokens, probs = paths[parent] if parent >= 0 else ((), ())
             paths.append(((*tokens, int(token)), (*probs, float(prob))))
         return [Proposal(t, key_length=int(tree.match_len), confidence=c) for t, c in paths[:budget]]
+
+
+class LookaheadTier(DraftTier):
+    """Lookahead decoding's drafts: the n-grams its Jacobi window (`hdlib.window`) harvested, found
+    by the newest token, the most recent first: at most G drafts of N - 1 tokens (W = 7, N = 5, G = 7
+    as Lookahead's defaults). The pool starts empty with each request, as in the authors' code, and
+    only the window fills it (not the prompt, not the answer)."""
+
+    tier = LOOKAHEAD
+
+    def __init__(self, settings: WindowSettings | None = None) -> None:
+        self.settings = settings or WindowSettings()
+        self.window = LookaheadWindow(self.settings)
+
+    def begin(self, prompt: Sequence[int]) -> None:
+        self.window.begin(prompt)
+
+    def lookup(self, context: Sequence[int], budget: int) -> list[Draft]:
+        return [p.tokens for p in self.propose(context, budget)]
+
+    def propose(self, context: Sequence[int], budget: int) -> list[Proposal]:
+        grams = self.window.pool.get(context[-1])[: self.settings.guesses]
+        found, left = [], budget
+        for gram in grams:
+            if left <= 0:
+                break
+            found.append(Proposal(gram[:left], key_length=1, source=WINDOW_SOURCE))
+            left -= len(found[-1].tokens)
+        return found
