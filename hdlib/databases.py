@@ -24,6 +24,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 from transformers import PreTrainedTokenizerBase
@@ -34,7 +35,7 @@ from hdlib.modeldb import default_model_db_path
 from hdlib.models import LoadedModel, load_text
 from hdlib.statsdb import ensure_statistics_db
 from hdlib.store import read_db, read_meta
-from hdlib.tiers import ContextTier, DraftTier, ModelTier, StatisticsTier, Tier
+from hdlib.tiers import ContextTier, DraftTier, ModelSettings, ModelTier, StatisticsTier, Tier
 from hdlib.tiers.peers import (
     LOOKAHEAD,
     RECYCLING,
@@ -46,6 +47,7 @@ from hdlib.tiers.peers import (
     TokenRecyclingTier,
 )
 
+T = TypeVar("T")
 ENTRY_POINTS = "hdlib.tiers"  # the entry-point group of tiers that other packages provide
 
 TierMaker = Callable[[LoadedModel | None], DraftTier]
@@ -195,6 +197,27 @@ def load_tier(tier: Tier, lm: LoadedModel) -> DraftTier:
             raise HDError(f"the {tier.name} tier has no database file")
         lm.databases[tier] = open_database(path, lm)
     return lm.databases[tier]
+
+
+def opened(lm: LoadedModel, key: str, make: Callable[[], T]) -> T:
+    """What `make` opens for `lm` (a database with settings of its own), opened once per loaded model
+    and kept beside its tiers under `key`."""
+    if key not in lm.databases:
+        lm.databases[key] = make()  # type: ignore[assignment]
+    return lm.databases[key]  # type: ignore[return-value]
+
+
+def model_tier_without_recycling(lm: LoadedModel) -> DraftTier:
+    """`lm`'s model tier with no recycled guesses (its phrases only; none where it has no database):
+    what the recycled guesses add is measured against it (`hd+no-recycling`)."""
+
+    def make() -> DraftTier:
+        path = default_model_db_path(lm)
+        if not path.is_file():
+            raise HDError(f"no model database for '{lm.name}' ({path}): without recycling the model tier has nothing")
+        return ModelTier.from_file(path, lm.fingerprint, ModelSettings(recycle_width=0))
+
+    return opened(lm, "model without recycling", make)
 
 
 def open_database(path: str | Path, lm: LoadedModel | None = None) -> DraftTier:

@@ -226,8 +226,9 @@ class LoadedModel(ModelText):
 
     model: PreTrainedModel  # eval mode, on `device`
     device: torch.device
-    # The offline tiers opened for this model (hdlib.databases.load_tier), so each file is read once.
-    databases: dict[Tier, DraftTier] = field(default_factory=dict, repr=False)
+    # The offline tiers opened for this model, so each file is read once: by Tier (hdlib.databases.
+    # load_tier), or by a key of their own where opened with other settings (`hdlib.databases.opened`).
+    databases: dict[Tier | str, DraftTier | tuple[DraftTier | None, ...]] = field(default_factory=dict, repr=False)
 
 
 def load_model(

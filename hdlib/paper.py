@@ -24,11 +24,10 @@ whole), and their first sampled step's bias (hdlib's verifier is lossless when s
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from hdlib.databases import load_tier
+from hdlib.databases import load_tier, opened
 from hdlib.drafter import Drafter, check_tokens
 from hdlib.modeldb import default_model_db_path
 from hdlib.models import LoadedModel
@@ -150,18 +149,17 @@ class PaperDrafter(Drafter):
 PAPER_MODEL = ModelSettings(max_key=1, min_key=1, per_key=PaperSettings().per_key, recycle_width=0)
 PAPER_STATISTICS = StatisticsSettings(max_key=2, min_key=1, draft_len=PaperSettings().draft_len, fill=False)
 
-_opened: weakref.WeakKeyDictionary[LoadedModel, tuple[ModelTier | None, StatisticsTier]] = weakref.WeakKeyDictionary()
-
-
 def paper_drafter(lm: LoadedModel, settings: PaperSettings | None = None) -> PaperDrafter:
     """The paper's drafter for `lm`: a new context store, and `lm`'s model database (none where it was
     not built) and statistics corpus with the authors' keys, opened once per loaded model."""
-    if lm not in _opened:
+
+    def make() -> tuple[ModelTier | None, StatisticsTier]:
         path = default_model_db_path(lm)
         model = ModelTier.from_file(path, lm.fingerprint, PAPER_MODEL) if path.is_file() else None
         statistics = load_tier(Tier.STATISTICS, lm)
         assert isinstance(statistics, StatisticsTier)
-        _opened[lm] = (model, StatisticsTier.over(statistics, PAPER_STATISTICS))
-    model, statistics = _opened[lm]
+        return model, StatisticsTier.over(statistics, PAPER_STATISTICS)
+
+    model, statistics = opened(lm, "paper", make)
     settings = settings or PaperSettings()
     return PaperDrafter(PaperContextTier(settings), model, statistics, settings)

@@ -507,3 +507,31 @@ def test_orders_are_ranked_against_the_paper_on_the_orders_both_hold():
     assert got.first == ("S", "CMS") and got.last == ("CMS", "S")
     with pytest.raises(HDError, match="at least 2"):
         compare_orders(synthetic({"ar": {}, "hd:C": {}}))
+
+
+def test_the_vllm_methods_by_name_and_their_second_pass():
+    from hdlib.bench.serving import second_pass_path, strip_options
+
+    methods = {m.name: m for m in parse_methods("vllm,vllm-ngram,vllm-suffix")}
+    assert all(methods[n].serving and not methods[n].drafts for n in ("vllm", "vllm-ngram", "vllm-suffix"))
+    with pytest.raises(HDError, match="only the methods hdlib verifies"):
+        parse_methods("vllm-ngram@8")
+    argv = ["bench", "--methods", "hd,vllm", "--out=r.json", "--per-task", "2", "--html", "r.html", "--resume"]
+    assert strip_options(argv, {"--methods", "--out", "--html"}) == ["bench", "--per-task", "2", "--resume"]
+    assert second_pass_path("results/field.json") == Path("results/field-vllm.json")
+
+
+def test_the_report_sets_vllms_methods_against_its_plain_decoding():
+    from hdlib.bench.records import aggregate
+    from hdlib.bench.reports import serving_line
+
+    def turn(tokens: int, wall: float, steps: int) -> Turn:
+        return Turn.of_serving(list(range(tokens)), wall, steps, "", [1])
+
+    runs = {"ar": [turn(10, 1.0, 10)], "vllm": [turn(10, 0.5, 10)], "vllm-ngram": [turn(10, 0.25, 5)]}
+    record = QuestionRuns(1, "qa", runs)
+    results = aggregate([record], ["ar", "vllm", "vllm-ngram"])
+    assert results["vllm-ngram"].overall.mat == 2.0 and results["vllm-ngram"].overall.speedup == 4.0
+    line = serving_line(BenchResults("m", "cpu", "float32", {}, 0.0, 10, 1, results))
+    assert "vllm-ngram 2.00x" in line and "vllm (plain) 20.0 tok/s, 2.00x ar" in line
+    assert serving_line(BenchResults("m", "cpu", "float32", {}, 0.0, 10, 1, {"ar": results["ar"]})) == ""

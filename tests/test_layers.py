@@ -36,6 +36,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("paper",),  # the paper's HD as its authors ran it, as a drafter
     ("decoding",),
     ("baselines",),
+    ("bench.serving",),  # vLLM's engines as bench methods, and the second pass in vLLM's environment
     ("bench.methods", "bench.records"),  # the method names; turns, questions, metrics, results
     ("bench.run", "bench.reports", "bench.ranking"),  # answering; the printed report; against the paper
     ("bench",),

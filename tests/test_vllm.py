@@ -141,3 +141,26 @@ def test_vllm_serve_builds_the_database_through_the_server(vllm_python, transfor
     assert meta["build"]["engine"]["name"] == "server" and meta["build"]["answers_from_text"] == 0
     assert compare(request, "vllm serve", out, transformers_db) > 0.6
     assert np.all(read_db(out)[1]["doc_freq"] >= 1)
+
+
+def test_the_vllm_methods_run_in_a_second_pass_identical_to_ar(vllm_python, tmp_path, monkeypatch):
+    """`hdlib bench` here with vLLM's methods: hdlib's methods in this run, then the same command in
+    .venv-vllm with `ar` and vLLM's (ar side by side there), every answer identical to ar's."""
+    questions = tmp_path / "q.jsonl"
+    asked = {"summarization": "Repeat this line five times: the cat sat on the mat.", "qa": "Count from 1 to 20."}
+    rows = [{"question_id": i, "category": task, "turns": [text]} for i, (task, text) in enumerate(asked.items(), 1)]
+    questions.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = tmp_path / "r.json"
+    monkeypatch.setenv("VLLM_CPU_KVCACHE_SPACE", "1")
+    code = main(["bench", "--questions", str(questions), "--max-new-tokens", "32", "--methods",
+                 "hd:C,vllm,vllm-ngram,vllm-suffix", "--out", str(out)])  # fmt: skip
+    assert code == 0
+    assert list(json.loads(out.read_text())["methods"]) == ["ar", "hd:C"]
+    served = json.loads((tmp_path / "r-vllm.json").read_text())
+    assert list(served["methods"]) == ["ar", "vllm", "vllm-ngram", "vllm-suffix"]
+    assert "--methods vllm,vllm-ngram,vllm-suffix" in served["command"]
+    for name, result in served["methods"].items():
+        assert result["overall"]["identical_frac"] == 1.0, name
+    # The speculative engines accepted drafts where the answer repeats the question; plain vLLM, none.
+    assert served["methods"]["vllm"]["overall"]["mat"] == 1.0
+    assert all(served["methods"][n]["tasks"]["summarization"]["mat"] >= 2 for n in ("vllm-ngram", "vllm-suffix"))

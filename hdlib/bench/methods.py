@@ -11,6 +11,7 @@ from dataclasses import dataclass, replace
 from itertools import permutations
 
 from hdlib.baselines import PROMPT_LOOKUP_TOKENS
+from hdlib.bench.serving import VLLM_METHODS
 from hdlib.databases import make_tier, parse_tiers
 from hdlib.errors import HDError
 from hdlib.paper import PaperSettings
@@ -28,7 +29,10 @@ PEERS: dict[str, tuple[Tier, int]] = {
     "suffix": (SUFFIX, SuffixSettings().max_tree_depth),  # SuffixDecoding's default: as deep as its trees
     "lookahead": (LOOKAHEAD, WindowSettings().guesses * WindowSettings().levels),  # G drafts of N - 1
 }
-WINDOW = "+window"  # hd methods: the context tier fed by a Lookahead window (hdlib.window)
+# Switches after hd or hd:ORDER (before any @N), for ablations: the context tier fed by a Lookahead
+# window (hdlib.window); the model tier without the model's recycled guesses (its phrases only).
+WINDOW, NO_RECYCLING = "+window", "+no-recycling"
+HD_SWITCHES = (WINDOW, NO_RECYCLING)
 OWN_TABLES = (RECYCLING, SUFFIX)  # tiers whose tables outlive a request: each method keeps its own
 
 
@@ -40,6 +44,8 @@ class Method:
     prompt_lookup: int | None = None  # transformers only: prompt lookup decoding, tokens per draft
     budget: int | None = None  # hd methods: draft tokens per step; None chooses it per step
     paper: PaperSettings | None = None  # hd-paper methods: the authors' drafting, with these switches
+    serving: bool = False  # vLLM's engine answers it, in vLLM's environment (hdlib.bench.serving)
+    recycled: bool = True  # hd methods: False drafts from the model tier without recycled guesses
 
     @property
     def drafts(self) -> bool:
@@ -55,11 +61,11 @@ class Method:
             return cls(name, transformers=True)
         if base == "hf-pld":
             return cls(name, transformers=True, prompt_lookup=PROMPT_LOOKUP_TOKENS)
-        base, window = base.removesuffix(WINDOW), base.endswith(WINDOW)
-        if window and not (base == "hd" or (base.startswith("hd:") and base != ALL_ORDERS)):
-            raise HDError(f"method {name!r}: {WINDOW} goes after hd or hd:ORDER (e.g. hd{WINDOW}, hd:CM{WINDOW}@64)")
+        if base in VLLM_METHODS:
+            return cls(name, serving=True)
+        base, switches = hd_switches(name, base)
         if base == "hd":
-            return cls(name, with_window(DEFAULT_TIERS) if window else DEFAULT_TIERS, budget=budget)
+            return cls.hd(name, DEFAULT_TIERS, budget, switches)
         if base == PAPER or base.startswith(PAPER + "+"):
             paper = paper_settings(name, base)
             return cls(name, budget=paper.budget if budget is None else budget, paper=paper)
@@ -67,14 +73,36 @@ class Method:
             tier, size = PEERS[base]
             return cls(name, (tier,), budget=size if budget is None else budget)
         if base.startswith("hd:") and len(base) > 3:
-            tiers = tuple(parse_tiers(list(base[3:])))
-            return cls(name, with_window(tiers) if window else tiers, budget=budget)  # type: ignore[arg-type]
+            return cls.hd(name, tuple(parse_tiers(list(base[3:]))), budget, switches)  # type: ignore[arg-type]
         raise HDError(
             f"unknown method {name!r}: use ar, hf, hf-pld, hd, hd:ORDER (tier letters C, M, S, T, E, U, L or a "
-            f"registered tier's, e.g. hd:CM), either with {WINDOW}, {ALL_ORDERS}, {PAPER}[+mend][+trie], "
-            f"{', '.join(PEERS)}; any but ar, hf and hf-pld may end in @N for a fixed budget of N draft tokens "
-            "per step (e.g. hd:CMS@64)"
+            f"registered tier's, e.g. hd:CM), either with {WINDOW} and {NO_RECYCLING}, {ALL_ORDERS}, "
+            f"{PAPER}[+mend][+trie], "
+            f"{', '.join(PEERS)}, {', '.join(VLLM_METHODS)}; any but ar, hf, hf-pld and vLLM's may end in @N for "
+            "a fixed budget of N draft tokens per step (e.g. hd:CMS@64)"
         )
+
+
+    @classmethod
+    def hd(cls, name: str, tiers: tuple[Tier, ...], budget: int | None, switches: set[str]) -> Method:
+        if NO_RECYCLING in switches and Tier.MODEL not in tiers:
+            raise HDError(f"method {name!r}: {NO_RECYCLING} takes the model tier's recycled guesses, and it has none")
+        ordered = with_window(tiers) if WINDOW in switches else tiers
+        return cls(name, ordered, budget=budget, recycled=NO_RECYCLING not in switches)
+
+
+def hd_switches(name: str, base: str) -> tuple[str, set[str]]:
+    """`hd:CM+window` -> ("hd:CM", {"+window"}); refused after anything but hd or hd:ORDER, or twice."""
+    switches: list[str] = []
+    while any(base.endswith(s) for s in HD_SWITCHES):
+        switch = next(s for s in HD_SWITCHES if base.endswith(s))
+        switches.append(switch)
+        base = base.removesuffix(switch)
+    if switches and not (base == "hd" or (base.startswith("hd:") and base != ALL_ORDERS)):
+        raise HDError(f"method {name!r}: {' and '.join(HD_SWITCHES)} go after hd or hd:ORDER (e.g. hd:CM{WINDOW}@64)")
+    if len(set(switches)) != len(switches):
+        raise HDError(f"method {name!r}: each switch at most once")
+    return base, set(switches)
 
 
 def with_window(tiers: tuple[Tier, ...]) -> tuple[Tier | DraftTier, ...]:
@@ -113,7 +141,7 @@ def split_budget(name: str) -> tuple[str, int | None]:
     base, at, suffix = name.partition("@")
     if not at:
         return name, None
-    if base in ("ar", "hf", "hf-pld"):
+    if base in ("ar", "hf", "hf-pld", *VLLM_METHODS):
         raise HDError(
             f"method {name!r}: only the methods hdlib verifies take a fixed budget @N (hd@N, hd:ORDER@N, "
             f"{ALL_ORDERS}@N, {PAPER}@N, {', '.join(f'{p}@N' for p in PEERS)}), not {base}"

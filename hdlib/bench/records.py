@@ -53,6 +53,11 @@ class Turn:
         overhead = max(g.wall_s - g.forward_s, 0.0)
         return cls(len(g.tokens), g.forward_calls, g.wall_s, 0.0, overhead, g.wall_s, {}, digest(g.tokens), text)
 
+    @classmethod
+    def of_serving(cls, ids: Sequence[int], wall_s: float, steps: int, text: str, prompt_ids: Sequence[int]) -> Turn:
+        """A turn a serving engine answered (hdlib.bench.serving): its steps from the engine's counters."""
+        return cls(len(ids), steps, wall_s, 0.0, 0.0, wall_s, {}, digest(ids), text, tuple(ids), tuple(prompt_ids))
+
     def to_json(self) -> dict[str, object]:
         return {
             k: getattr(self, k)

@@ -75,7 +75,7 @@ def identical_line(results: Results) -> str:
         return "identical to ar: every method on 100 % of questions"
     listed = ", ".join(f"{n} {100 * f:.0f} %" for n, f in differ.items())
     if not any(n.startswith("hd") for n in differ):
-        own = "transformers' own sampling" if r.temperature != 0 else "transformers' own decoding"
+        own = "transformers' own sampling" if r.temperature != 0 else "the engines' own decoding: transformers', vLLM's"
         return f"identical to ar: {listed} of questions ({own}; every hd method 100 %)"
     if not r.divergences:  # results from before the report
         if r.dtype != "float32":
@@ -105,8 +105,21 @@ def divergence_table(results: Results) -> str:
     return "\n".join([head, *rows])
 
 
+def serving_line(results: Results) -> str:
+    """vLLM's speculative methods against vLLM's own plain decoding (`vllm`), where it ran; "" else."""
+    methods = BenchResults.of(results).methods
+    plain = methods.get("vllm")
+    if plain is None or plain.overall.tokens_per_s <= 0:
+        return ""
+    others = [n for n in methods if n.startswith("vllm-")]
+    rates = ", ".join(f"{n} {methods[n].overall.tokens_per_s / plain.overall.tokens_per_s:.2f}x" for n in others)
+    line = f"vllm (plain) {plain.overall.tokens_per_s:.1f} tok/s, {plain.overall.speedup:.2f}x ar"
+    return f"vLLM against its own plain decoding: {rates or 'no speculative method ran'} ({line})"
+
+
 def summary(results: Results) -> str:
-    """The printed report: speedup, MAT and identical share per task, every overall metric, fairness."""
+    """The printed report: speedup, MAT and identical share per task, every overall metric, fairness
+    (and vLLM's methods against its plain decoding, where they ran)."""
     parts = [table(results, metric) for metric in ("speedup", "mat", "tokens_per_s", "identical_frac")]
-    report = [identical_line(results), divergence_table(results)]
+    report = [identical_line(results), divergence_table(results), serving_line(results)]
     return "\n\n".join([*parts, overall_table(results), *filter(None, report), fairness_line(results)])

@@ -10,7 +10,9 @@ from tqdm.auto import tqdm
 from hdlib.baselines import hf_generate
 from hdlib.bench.methods import Method, parse_methods, with_own_tables
 from hdlib.bench.records import BenchResults, QuestionRuns, Turn, TurnDivergence, aggregate
+from hdlib.bench.serving import VllmEngines
 from hdlib.cpu import describe_machine
+from hdlib.databases import model_tier_without_recycling
 from hdlib.decoding import generate
 from hdlib.divergence import explain, locate
 from hdlib.errors import HDError
@@ -18,6 +20,7 @@ from hdlib.models import LoadedModel
 from hdlib.paper import paper_drafter
 from hdlib.sampling import SAMPLING_RULES
 from hdlib.specbench import Question
+from hdlib.tiers import DraftTier, Tier
 
 
 def answer_question(
@@ -30,12 +33,14 @@ def answer_question(
     seed: int = 0,
     sampling_rule: str = SAMPLING_RULES[0],
     prompt_format: str = "auto",
+    engines: VllmEngines | None = None,
 ) -> list[Turn]:
     """Every turn of `question`, with the earlier turns answered by `history` (the baseline's text).
 
     Sampled turns use seed `seed + turn`, so a run can be replayed; hdlib's methods accept drafts by
     `sampling_rule`. The conversation so far is encoded in `prompt_format` (`LoadedModel.encode_prompt`:
     by default the model's chat template, or FastChat's vicuna format when it has none, as Spec-Bench).
+    vLLM's methods are answered greedily by their engine in `engines` (started at its first question).
     """
     messages: list[dict[str, str]] = []
     turns: list[Turn] = []
@@ -45,6 +50,11 @@ def answer_question(
         if method.transformers:
             g = hf_generate(lm, prompt_ids, max_new_tokens, temperature, seed + i, method.prompt_lookup)
             turns.append(Turn.of_transformers(g, lm.decode(g.tokens)))
+        elif method.serving:
+            if engines is None or temperature > 0:
+                raise HDError(f"{method.name}: vLLM's methods are run greedily, with the run's engines")
+            a = engines.get(lm, method.name).answer(prompt_ids, max_new_tokens)
+            turns.append(Turn.of_serving(a.ids, a.wall_s, a.steps, lm.decode(a.ids), prompt_ids))
         else:
             sampling = (
                 {"temperature": temperature, "seed": seed + i, "sampling_rule": sampling_rule}
@@ -52,8 +62,9 @@ def answer_question(
                 else {}
             )
             drafter = paper_drafter(lm, method.paper) if method.paper is not None else None
+            tiers = method.tiers if method.recycled else without_recycling(lm, method.tiers)
             g = generate(
-                lm, prompt_ids, method.tiers, max_new_tokens=max_new_tokens, budget=method.budget, drafter=drafter,
+                lm, prompt_ids, tiers, max_new_tokens=max_new_tokens, budget=method.budget, drafter=drafter,
                 **sampling,
             )  # fmt: skip
             turns.append(Turn.of(g))
@@ -61,15 +72,21 @@ def answer_question(
     return turns
 
 
+def without_recycling(lm: LoadedModel, tiers: Sequence[Tier | DraftTier]) -> list[Tier | DraftTier]:
+    """`tiers` with the model tier's recycled guesses left out (its phrases only)."""
+    return [model_tier_without_recycling(lm) if t == Tier.MODEL else t for t in tiers]
+
+
 def find_divergences(
     lm: LoadedModel, question_id: int, methods: Sequence[Method], runs: Mapping[str, Sequence[Turn]], greedy: bool
 ) -> list[TurnDivergence]:
-    """Every turn of an hd method in `runs` whose answer parts from `ar`'s: the first differing token
-    and, when `greedy`, `ar`'s logits there, recomputed in one forward pass in the model's dtype
-    (`hdlib.divergence.explain`; untimed: after the answers). A sampled parting is only located."""
+    """Every turn of an hd method (or a vLLM one) in `runs` whose answer parts from `ar`'s: the first
+    differing token and, when `greedy`, `ar`'s logits there, recomputed in one forward pass in the
+    model's dtype (`hdlib.divergence.explain`; untimed: after the answers). A sampled parting is only
+    located."""
     found = []
     for method in methods:
-        if method.transformers or not method.drafts:
+        if method.transformers or not (method.drafts or method.serving):
             continue
         for turn, (ours, base) in enumerate(zip(runs[method.name], runs["ar"])):
             if ours.digest == base.digest:
@@ -106,6 +123,31 @@ def run_benchmark(
     """
     methods = [with_own_tables(m) for m in parse_methods(method_names)]
     chosen_format = lm.resolve_prompt_format(prompt_format)  # checked before the first answer
+    serving = [m.name for m in methods if m.serving]
+    if serving and temperature > 0:
+        raise HDError(f"vLLM's methods ({', '.join(serving)}) are benchmarked greedily: temperature 0")
+    engines = VllmEngines() if serving else None
+    try:
+        return _run(lm, questions, methods, max_new_tokens, on_question, temperature, done, on_answer, sampling_rule,
+                    chosen_format, engines)  # fmt: skip
+    finally:
+        if engines is not None:
+            engines.close()
+
+
+def _run(
+    lm: LoadedModel,
+    questions: Sequence[Question],
+    methods: list[Method],
+    max_new_tokens: int,
+    on_question: Callable[[Question, QuestionRuns], None] | None,
+    temperature: float,
+    done: Sequence[QuestionRuns],
+    on_answer: Callable[[Question, str], None] | None,
+    sampling_rule: str,
+    chosen_format: str,
+    engines: VllmEngines | None,
+) -> BenchResults:
     names = [m.name for m in methods]
     records = {r.question_id: r for r in done}
     missing = sorted({n for r in done for n in names if n not in r.runs})
@@ -115,19 +157,20 @@ def run_benchmark(
     if todo:
         warm = Question(0, "warmup", ("Say hello.",))
         for method in methods:
-            answer_question(lm, warm, method, (), 8, prompt_format=chosen_format)
+            answer_question(lm, warm, method, (), 8, prompt_format=chosen_format, engines=engines)
     for question in todo:
         seed = 1000 * question.question_id
         base = answer_question(
-            lm, question, methods[0], (), max_new_tokens, temperature, seed, sampling_rule, chosen_format
+            lm, question, methods[0], (), max_new_tokens, temperature, seed, sampling_rule, chosen_format, engines
         )
         runs = {"ar": base}
         history = [t.text for t in base]
         for method in methods:
             if method is not methods[0]:
                 runs[method.name] = answer_question(
-                    lm, question, method, history, max_new_tokens, temperature, seed, sampling_rule, chosen_format
-                )
+                    lm, question, method, history, max_new_tokens, temperature, seed, sampling_rule, chosen_format,
+                    engines,
+                )  # fmt: skip
             if on_answer is not None:
                 on_answer(question, method.name)
         parted = find_divergences(lm, question.question_id, methods, runs, greedy=temperature == 0)

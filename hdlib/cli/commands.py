@@ -218,6 +218,7 @@ def _writable(path: Path, option: str) -> None:
 
 def cmd_bench(args: argparse.Namespace) -> int:
     from hdlib.bench import parse_methods, run_benchmark, summary
+    from hdlib.bench.serving import has_vllm, second_pass
     from hdlib.benchlog import ResultsLog, raw_path, run_settings
     from hdlib.decoding import DecodeSettings
     from hdlib.models import dtype_name, get_device, load_model, resolve_dtype
@@ -226,7 +227,13 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
     # Everything that can be checked without the model is checked first.
     DecodeSettings(max_new_tokens=args.max_new_tokens, temperature=args.temperature)
-    methods = [m.name for m in parse_methods(args.methods)]
+    parsed = parse_methods(args.methods)
+    methods = [m.name for m in parsed]
+    # vLLM's methods run in vLLM's environment: from here, in a second pass there (hdlib.bench.serving).
+    later = [m.name for m in parsed if m.serving] if not has_vllm() else []
+    if later and args.temperature > 0:
+        raise HDError(f"vLLM's methods ({', '.join(later)}) are benchmarked greedily: temperature 0")
+    methods = [m for m in methods if m not in later]
     _writable(args.out, "--out")
     if args.html is not None:
         _writable(args.html, "--html")
@@ -285,4 +292,4 @@ def cmd_bench(args: argparse.Namespace) -> int:
         write_html_report(results, args.html)
     print(summary(results))
     print(f"\nwrote {args.out} (raw results: {log.path})" + (f" and {args.html}" if args.html else ""))
-    return 0
+    return second_pass(args.argv, later, args.out) if later else 0

@@ -1,0 +1,173 @@
+"""The serving engine's own speculative decoding as bench methods: vLLM, batch 1, greedy, plain
+(`vllm`) and with its `speculative_config` (`vllm-ngram`: prompt lookup; `vllm-suffix`:
+SuffixDecoding), as a user who serves the model would compare.
+
+vLLM lives in its own environment (.venv-vllm, `make setup-vllm`: it pins another transformers), so
+`hdlib bench` run in hdlib's environment answers the vLLM methods in a second pass: the same command
+in .venv-vllm with `ar` and the vLLM methods only (`second_pass`), its results in a file of their
+own beside `--out`. In that pass `ar` runs side by side with vLLM, interleaved question by question,
+so the tokens per second of each are measured in one run, and every vLLM answer is checked against
+`ar`'s, token for token.
+
+Each method is one `vllm.LLM` (started once per run, at its first question), asked one prompt at a
+time as token ids with greedy sampling. Its MAT comes from the engine's own statistics of accepted
+draft tokens, step by step: a step emits its accepted tokens and one more, so steps = tokens -
+accepted.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from hdlib.errors import HDError
+from hdlib.models import LoadedModel
+
+# method name -> vLLM's speculative_config (None: plain decoding)
+VLLM_METHODS: dict[str, dict[str, Any] | None] = {
+    "vllm": None,
+    # vLLM's n-gram (prompt lookup) proposer: 8 tokens after a match of 4 down to 2 tokens
+    "vllm-ngram": {"method": "ngram", "num_speculative_tokens": 8, "prompt_lookup_max": 4, "prompt_lookup_min": 2},
+    # SuffixDecoding through arctic-inference, as hdlib's `suffix` method is set (hdlib.tiers.peers)
+    "vllm-suffix": {"method": "suffix", "num_speculative_tokens": 24, "suffix_decoding_max_tree_depth": 24},
+}
+# The CPU engine as tests/test_vllm.py runs it: float32 as hdlib runs the model, no graph capture.
+# Its statistics on: the counters of accepted draft tokens.
+ENGINE_ARGS: dict[str, Any] = {"max_model_len": 4096, "enforce_eager": True, "seed": 0, "disable_log_stats": False}
+KV_CACHE_GIB = "2"  # VLLM_CPU_KVCACHE_SPACE, unless set: each engine's KV cache on the CPU
+VLLM_VENV = Path(__file__).resolve().parents[2] / ".venv-vllm"
+
+
+def has_vllm() -> bool:
+    try:
+        import vllm  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+@dataclass(frozen=True)
+class VllmAnswer:
+    ids: list[int]  # the answer's tokens, the end token included where it came
+    wall_s: float  # the request, prefill included
+    steps: int  # forward passes that emitted tokens: tokens - accepted draft tokens
+
+
+class VllmEngine:
+    """One vLLM engine for `lm`'s weights with one method's speculative config."""
+
+    def __init__(self, lm: LoadedModel, method: str) -> None:
+        os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", KV_CACHE_GIB)
+        os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")  # its start-up lines would bury the progress
+        try:
+            import vllm
+        except ImportError as error:
+            raise HDError(
+                f"method {method!r} runs in vLLM's environment: `make setup-vllm` makes .venv-vllm, and "
+                "`hdlib bench` run here answers it there in a second pass"
+            ) from error
+        self._vllm = vllm
+        self.method = method
+        spec = VLLM_METHODS[method]
+        dtype = str(lm.model.dtype).removeprefix("torch.")
+        args = {**ENGINE_ARGS, "dtype": dtype, **({"speculative_config": spec} if spec else {})}
+        self._llm = vllm.LLM(model=lm.source, tokenizer=lm.source, **args)
+        self._params = vllm.SamplingParams(temperature=0.0, max_tokens=1, stop_token_ids=sorted(lm.eos_token_ids))
+        self.accepted = 0  # draft tokens accepted in this engine's steps so far
+        self._count_accepted()
+
+    def _count_accepted(self) -> None:
+        """Count the accepted draft tokens of this engine's steps as its engine records them. vLLM's
+        own counters (`LLM.get_metrics`) are one process-wide registry that the last engine started
+        takes over, so each engine's statistics are read where it records them (vLLM 0.32)."""
+        manager = getattr(getattr(self._llm, "llm_engine", None), "logger_manager", None)
+        if manager is None:
+            version = self._vllm.__version__
+            raise HDError(f"vLLM {version}: no statistics where hdlib reads them (llm_engine.logger_manager)")
+        record = manager.record
+
+        def counting(scheduler_stats: Any = None, *args: Any, **kwargs: Any) -> Any:
+            spec = getattr(scheduler_stats, "spec_decoding_stats", None)
+            if spec is not None:
+                self.accepted += int(spec.num_accepted_tokens)
+            return record(scheduler_stats, *args, **kwargs)
+
+        manager.record = counting
+
+    def answer(self, prompt_ids: Sequence[int], max_new_tokens: int) -> VllmAnswer:
+        params = self._params.clone()
+        params.max_tokens = max_new_tokens
+        before = self.accepted
+        start = time.perf_counter()
+        out = self._llm.generate([self._vllm.TokensPrompt(prompt_token_ids=list(prompt_ids))], params, use_tqdm=False)
+        wall = time.perf_counter() - start
+        ids = [int(t) for t in out[0].outputs[0].token_ids]
+        accepted = self.accepted - before
+        return VllmAnswer(ids, wall, max(len(ids) - accepted, 1))
+
+    def close(self) -> None:
+        engine = getattr(self._llm, "llm_engine", None)
+        shutdown = getattr(getattr(engine, "engine_core", None), "shutdown", None)
+        if callable(shutdown):
+            shutdown()
+        del self._llm
+
+
+class VllmEngines:
+    """The engines of one run, started at their method's first question, closed together."""
+
+    def __init__(self) -> None:
+        self._engines: dict[str, VllmEngine] = {}
+
+    def get(self, lm: LoadedModel, method: str) -> VllmEngine:
+        if method not in self._engines:
+            self._engines[method] = VllmEngine(lm, method)
+        return self._engines[method]
+
+    def close(self) -> None:
+        for engine in self._engines.values():
+            engine.close()
+        self._engines.clear()
+
+
+def second_pass_path(out: str | Path) -> Path:
+    """Where the vLLM pass of `hdlib bench --out OUT` writes its results: OUT's name with `-vllm`."""
+    out = Path(out)
+    return out.with_name(f"{out.stem}-vllm{out.suffix}")
+
+
+def second_pass(argv: Sequence[str], methods: Sequence[str], out: str | Path) -> int:
+    """Run `hdlib bench` again in .venv-vllm with `ar` and the vLLM `methods` only, writing its
+    results beside `out`: the exit status of that run."""
+    python = VLLM_VENV / "bin" / "python"
+    if not python.exists():
+        raise HDError(
+            f"the vLLM methods {', '.join(methods)} run in {VLLM_VENV}, which is missing: `make setup-vllm` makes it"
+        )
+    rest = strip_options(argv, {"--methods", "--out", "--html"})
+    command = [str(python), "-m", "hdlib", *rest, "--methods", ",".join(methods), "--out", str(second_pass_path(out))]
+    print(f"hdlib: the vLLM methods, in {VLLM_VENV}: {shlex.join(command)}", file=sys.stderr)
+    return subprocess.run(command, check=False).returncode
+
+
+def strip_options(argv: Sequence[str], options: set[str]) -> list[str]:
+    """`argv` without the given options and their values (as `--opt value` or `--opt=value`)."""
+    kept: list[str] = []
+    skip = False
+    for arg in argv:
+        if skip:
+            skip = False
+            continue
+        name = arg.split("=", 1)[0]
+        if name in options:
+            skip = "=" not in arg
+            continue
+        kept.append(arg)
+    return kept
