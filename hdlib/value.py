@@ -59,7 +59,9 @@ from hdlib.tree import DraftTree
 from hdlib.window import WINDOW_SOURCE
 
 CANDIDATES = 16  # draft tokens each tier may propose per step, before the ranking keeps the best
-WINDOW_EXPLORE = 16  # a Lookahead window left out of this many passes rides in the next: measured anew
+# A Lookahead window left out of this many passes rides in the next, to be measured anew; each time
+# it still does not pay, the wait doubles (up to WINDOW_EXPLORE_MAX), as on a CPU it seldom pays.
+WINDOW_EXPLORE, WINDOW_EXPLORE_MAX = 16, 256
 DEFAULT_PRIOR = 0.3  # acceptance of a kind never seen, on any model: optimistic enough to be tried
 
 
@@ -238,6 +240,7 @@ class ValueBudget:
         self._window_tokens, self._window_passes = 1.0, 1.0
         self._window = 0  # the window's tokens in the pass being chosen (0: none)
         self._since_window = 0  # passes since the window last rode in one
+        self._explore = WINDOW_EXPLORE  # passes the window waits, left out, before it rides again
         self._last_n = 0  # draft tokens the last pass verified
 
     def budget(self, context_len: int) -> int:
@@ -251,12 +254,17 @@ class ValueBudget:
         """Whether a Lookahead window of `size` tokens pays in the next pass: the draft tokens its
         n-grams have been accepted for, per pass it rode in, against the tokens the generation's rate
         would make in the time `size` more tokens add to a pass of the last one's size. A window
-        left out of WINDOW_EXPLORE passes rides in the next, so its worth is measured again."""
+        left out of WINDOW_EXPLORE passes rides in the next, so its worth is measured again (and
+        waits twice as long the next time, while it does not pay)."""
         rate = self._rate()
         n = self._last_n
         extra_s = float(self.profile.forward_s(1 + n + size) - self.profile.forward_s(1 + n))
         gain = self._window_tokens / self._window_passes
-        pays = rate is None or gain >= rate * extra_s or self._since_window >= WINDOW_EXPLORE
+        pays = rate is None or gain >= rate * extra_s
+        if pays:
+            self._explore = WINDOW_EXPLORE
+        elif self._since_window >= self._explore:
+            pays, self._explore = True, min(2 * self._explore, WINDOW_EXPLORE_MAX)  # tried again, later next time
         self._window = size if pays else 0
         return pays
 
