@@ -226,6 +226,51 @@ def bench_tables(data: Mapping[str, Any]) -> list[str]:
     return out
 
 
+# From the paper's HD to hdlib's, one change at a time: (method, what it adds to the row before).
+ABLATION = (
+    ("hd-paper", "the authors' drafting: their window, 7 drafts of 4 side by side, their defects"),
+    ("hd-paper+mend", "de-duplication across tiers (and their two other defects mended)"),
+    ("hd-paper+mend+trie", "shared prefixes merged into one trie"),
+    ("hd:CMS@28", "hdlib's tiers at the same budget (longer keys, longer drafts, no window)"),
+    ("hd+no-recycling", "the value-ranked tree instead of the fixed budget"),
+    ("hd", "the model's recycled guesses in the model tier"),
+    ("hd+window", "a Lookahead window feeding the context tier, where it pays"),
+)
+
+
+def ablation_table(data: Mapping[str, Any]) -> list[str]:
+    """The ablation from `hd-paper` to `hd`, where a file has its methods: each row's speedup and
+    MAT and what it changed against the row before."""
+    methods: Mapping[str, Any] = data["methods"]
+    steps = [(name, what) for name, what in ABLATION if name in methods]
+    if len(steps) < 2:
+        return []
+    rows, before = [], None
+    for name, what in steps:
+        o = methods[name]["overall"]
+        change = (
+            "" if before is None else f"{o['speedup'] / before['speedup']:.2f}x, MAT {o['mat'] - before['mat']:+.2f}"
+        )
+        rows.append([code(name), what, x(o["speedup"]), f2(o["mat"]), change])
+        before = o
+    return [
+        "From the paper's HD to hdlib's, one change at a time (speed against `ar`; the last column against the "
+        "row above):",
+        table(["method", "adds", "speedup", "MAT", "against the row above"], rows),
+    ]
+
+
+def serving_lines(data: Mapping[str, Any]) -> list[str]:
+    """vLLM's speculative methods against vLLM's own plain decoding, where the file has them."""
+    methods: Mapping[str, Any] = data["methods"]
+    plain = methods.get("vllm", {}).get("overall", {}).get("tokens_per_s")
+    if not plain:
+        return []
+    speculative = {n: m["overall"]["tokens_per_s"] for n, m in methods.items() if n.startswith("vllm-")}
+    rates = [f"{code(n)} {x(rate / plain)}" for n, rate in speculative.items()]
+    return [f"Against vLLM's own plain decoding ({f1(plain)} tokens/s): {', '.join(rates) or 'none ran'}."]
+
+
 def sampling_tables(data: Mapping[str, Any]) -> list[str]:
     """benchmarks/sampling.py: one bench result per temperature."""
     out = []
@@ -574,6 +619,19 @@ statistics) on the value-ranked tree's budget, and `hd:C`, `hd:M`, `hd:S` with o
 tier's share is its part of the emitted tokens; the bonus token is the model's own, one per step.""",
         ("specbench.json",),
         bench_tables,
+    ),
+    Section(
+        "The field: ten questions per task",
+        """Every drafting method of [peers.md](peers.md) with `ar`, `hf-pld`, `hd:C` and `hd`, side by side in
+one run, each verified by hdlib's own engine so that only the drafting differs: `hd-paper` the paper's
+HD as its authors ran it (their Lookahead window of 7 x 4 feeding their context store, 7 drafts of 4
+tokens side by side, their defects kept), `+mend` and `+trie`; `recycling` Token Recycling (80 nodes),
+`rest` REST (64), `suffix` SuffixDecoding (24), `lookahead` Lookahead decoding (a 7 x 4 window, 7
+guesses of 4); `hd+window` hdlib's context tier fed by a window where it pays; `hd:CMS@28` and
+`hd+no-recycling` the steps of the ablation below. vLLM's own speculative decoding ran as the
+second pass of the same command in `.venv-vllm` (`-vllm.json`), with `ar` beside it there.""",
+        ("field.json", "field-vllm.json"),
+        lambda data: [*bench_tables(data), *ablation_table(data), *serving_lines(data)],
     ),
     Section(
         "The field side by side",
