@@ -181,11 +181,16 @@ class VllmAnswerer(Answerer):
         return [strip_end(out.outputs[0].token_ids, self.text.eos_token_ids) for out in outputs]
 
     def close(self) -> None:
-        engine = getattr(self._llm, "llm_engine", None)
-        shutdown = getattr(getattr(engine, "engine_core", None), "shutdown", None)
-        if callable(shutdown):
-            shutdown()
+        shut_down(self._llm)
         del self._llm
+
+
+def shut_down(llm: Any) -> None:
+    """Stop a `vllm.LLM`'s engine processes now, not whenever the object is collected."""
+    engine = getattr(llm, "llm_engine", None)
+    shutdown = getattr(getattr(engine, "engine_core", None), "shutdown", None)
+    if callable(shutdown):
+        shutdown()
 
 
 # --- an OpenAI-compatible server -----------------------------------------------------------------

