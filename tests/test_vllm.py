@@ -163,4 +163,4 @@ def test_the_vllm_methods_run_in_a_second_pass_identical_to_ar(vllm_python, tmp_
         assert result["overall"]["identical_frac"] == 1.0, name
     # The speculative engines accepted drafts where the answer repeats the question; plain vLLM, none.
     assert served["methods"]["vllm"]["overall"]["mat"] == 1.0
-    assert all(served["methods"][n]["tasks"]["summarization"]["mat"] >= 2 for n in ("vllm-ngram", "vllm-suffix"))
+    assert all(served["methods"][n]["tasks"]["summarization"]["mat"] > 1.5 for n in ("vllm-ngram", "vllm-suffix"))
