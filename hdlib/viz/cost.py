@@ -43,13 +43,14 @@ def break_even(profile: ForwardProfile, k: float | np.ndarray) -> np.ndarray:
 
 
 def cost_points(runs: Mapping[str, Generation], profile: ForwardProfile) -> list[CostPoint]:
-    """Each run's drafted nodes per step and MAT, and the speedups the profile predicts for them."""
+    """Each run's drafted nodes per step (a Lookahead window's tokens counted with them: they cost the
+    same in the pass) and MAT, and the speedups the profile predicts for them."""
     points = []
     f1 = profile.seconds[0]
     for name, gen in runs.items():
         if not gen.steps:
             continue
-        nodes = np.array([s.tree.n_drafted for s in gen.steps], dtype=float)
+        nodes = np.array([s.tree.n_drafted + s.window for s in gen.steps], dtype=float)
         engine = float(np.mean([s.times.overhead for s in gen.steps]))
         here = float(np.mean(profile.forward_s(1 + nodes))) + engine
         points.append(
