@@ -126,57 +126,36 @@ def run_benchmark(
     serving = [m.name for m in methods if m.serving]
     if serving and temperature > 0:
         raise HDError(f"vLLM's methods ({', '.join(serving)}) are benchmarked greedily: temperature 0")
-    engines = VllmEngines() if serving else None
-    try:
-        return _run(lm, questions, methods, max_new_tokens, on_question, temperature, done, on_answer, sampling_rule,
-                    chosen_format, engines)  # fmt: skip
-    finally:
-        if engines is not None:
-            engines.close()
-
-
-def _run(
-    lm: LoadedModel,
-    questions: Sequence[Question],
-    methods: list[Method],
-    max_new_tokens: int,
-    on_question: Callable[[Question, QuestionRuns], None] | None,
-    temperature: float,
-    done: Sequence[QuestionRuns],
-    on_answer: Callable[[Question, str], None] | None,
-    sampling_rule: str,
-    chosen_format: str,
-    engines: VllmEngines | None,
-) -> BenchResults:
     names = [m.name for m in methods]
     records = {r.question_id: r for r in done}
     missing = sorted({n for r in done for n in names if n not in r.runs})
     if missing:
         raise HDError(f"the earlier results lack method(s) {missing}: they cannot be resumed with these methods")
     todo = [q for q in questions if q.question_id not in records]
-    if todo:
-        warm = Question(0, "warmup", ("Say hello.",))
-        for method in methods:
-            answer_question(lm, warm, method, (), 8, prompt_format=chosen_format, engines=engines)
-    for question in todo:
-        seed = 1000 * question.question_id
-        base = answer_question(
-            lm, question, methods[0], (), max_new_tokens, temperature, seed, sampling_rule, chosen_format, engines
-        )
-        runs = {"ar": base}
-        history = [t.text for t in base]
-        for method in methods:
-            if method is not methods[0]:
-                runs[method.name] = answer_question(
-                    lm, question, method, history, max_new_tokens, temperature, seed, sampling_rule, chosen_format,
-                    engines,
-                )  # fmt: skip
-            if on_answer is not None:
-                on_answer(question, method.name)
-        parted = find_divergences(lm, question.question_id, methods, runs, greedy=temperature == 0)
-        records[question.question_id] = QuestionRuns(question.question_id, question.task, runs, parted)
-        if on_question is not None:
-            on_question(question, records[question.question_id])
+    with VllmEngines() as engines:  # vLLM's, each started at its method's first answer, all closed at the end
+        if todo:
+            warm = Question(0, "warmup", ("Say hello.",))
+            for method in methods:
+                answer_question(lm, warm, method, (), 8, prompt_format=chosen_format, engines=engines)
+        for question in todo:
+            seed = 1000 * question.question_id
+            base = answer_question(
+                lm, question, methods[0], (), max_new_tokens, temperature, seed, sampling_rule, chosen_format, engines
+            )
+            runs = {"ar": base}
+            history = [t.text for t in base]
+            for method in methods:
+                if method is not methods[0]:
+                    runs[method.name] = answer_question(
+                        lm, question, method, history, max_new_tokens, temperature, seed, sampling_rule,
+                        chosen_format, engines,
+                    )  # fmt: skip
+                if on_answer is not None:
+                    on_answer(question, method.name)
+            parted = find_divergences(lm, question.question_id, methods, runs, greedy=temperature == 0)
+            records[question.question_id] = QuestionRuns(question.question_id, question.task, runs, parted)
+            if on_question is not None:
+                on_question(question, records[question.question_id])
     return BenchResults(
         model=lm.name,
         device=str(lm.device),

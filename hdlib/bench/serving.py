@@ -17,6 +17,7 @@ accepted.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shlex
 import subprocess
@@ -47,11 +48,8 @@ VLLM_VENV = Path(__file__).resolve().parents[2] / ".venv-vllm"
 
 
 def has_vllm() -> bool:
-    try:
-        import vllm  # noqa: F401
-    except ImportError:
-        return False
-    return True
+    """Whether vLLM is installed in this environment (found, not imported: importing it takes seconds)."""
+    return importlib.util.find_spec("vllm") is not None
 
 
 @dataclass(frozen=True)
@@ -119,7 +117,8 @@ class VllmEngine:
 
 
 class VllmEngines:
-    """The engines of one run, started at their method's first question, closed together."""
+    """The engines of one run, started at their method's first question, closed together (`with`
+    closes them: none is started where a run has no vLLM method)."""
 
     def __init__(self) -> None:
         self._engines: dict[str, VllmEngine] = {}
@@ -133,6 +132,12 @@ class VllmEngines:
         for engine in self._engines.values():
             engine.close()
         self._engines.clear()
+
+    def __enter__(self) -> VllmEngines:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def second_pass_path(out: str | Path) -> Path:

@@ -230,7 +230,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     parsed = parse_methods(args.methods)
     methods = [m.name for m in parsed]
     # vLLM's methods run in vLLM's environment: from here, in a second pass there (hdlib.bench.serving).
-    later = [m.name for m in parsed if m.serving] if not has_vllm() else []
+    serving = [m.name for m in parsed if m.serving]
+    later = serving if serving and not has_vllm() else []
     if later and args.temperature > 0:
         raise HDError(f"vLLM's methods ({', '.join(later)}) are benchmarked greedily: temperature 0")
     methods = [m for m in methods if m not in later]
