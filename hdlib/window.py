@@ -20,6 +20,7 @@ the window holds. The window's entries in the KV cache are dropped with the reje
 
 from __future__ import annotations
 
+import functools
 import random
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -157,9 +158,11 @@ class LookaheadWindow:
         return grams
 
 
+@functools.cache
 def window_mask(width: int, levels: int) -> np.ndarray:
     """(M, M) bool, M = width * levels, rows and columns level by level: token (l, i) sees level 0's
-    columns 0..i and levels 1..l of column i."""
+    columns 0..i and levels 1..l of column i. Made once per shape (every pass of a window asks),
+    read-only."""
     m = width * levels
     sees = np.zeros((m, m), dtype=bool)
     for level in range(levels):
@@ -167,4 +170,5 @@ def window_mask(width: int, levels: int) -> np.ndarray:
             row = level * width + i
             sees[row, : i + 1] = True
             sees[row, [k * width + i for k in range(1, level + 1)]] = True
+    sees.setflags(write=False)
     return sees

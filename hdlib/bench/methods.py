@@ -94,8 +94,7 @@ class Method:
 def hd_switches(name: str, base: str) -> tuple[str, set[str]]:
     """`hd:CM+window` -> ("hd:CM", {"+window"}); refused after anything but hd or hd:ORDER, or twice."""
     switches: list[str] = []
-    while any(base.endswith(s) for s in HD_SWITCHES):
-        switch = next(s for s in HD_SWITCHES if base.endswith(s))
+    while switch := next((s for s in HD_SWITCHES if base.endswith(s)), None):
         switches.append(switch)
         base = base.removesuffix(switch)
     if switches and not (base == "hd" or (base.startswith("hd:") and base != ALL_ORDERS)):
