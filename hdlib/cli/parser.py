@@ -31,11 +31,13 @@ SAMPLING_RULE_HELP = (
 
 PREPACK_HELP = "CPU: which linear layers may run with oneDNN-prepacked weights (default all; each where it is faster)"
 METHODS_HELP = (
-    "ar, hf, hf-pld, hd, hd:ORDER (e.g. hd:CM, hd:CT), hd:all-orders, hd-paper[+mend][+trie] (the paper's HD as its "
-    "authors ran it: 7 drafts of 4 tokens side by side), and the field's drafters verified by hdlib: "
-    "recycling (Token Recycling, 80-node tree), rest (REST, 64 tokens), suffix (SuffixDecoding, 24 tokens); any but "
-    "ar, hf and hf-pld may end in @N, a fixed budget of N draft tokens per step (e.g. hd:CMS@64, hd:all-orders@16, "
-    "recycling@64); ar always runs (default hf,hf-pld,hd)"
+    "ar, hf, hf-pld, hd, hd:ORDER (e.g. hd:CM, hd:CT), either with +window (a Lookahead window feeding the context "
+    "tier) and +no-recycling (the model tier without its recycled guesses), hd:all-orders, hd-paper[+mend][+trie] "
+    "(the paper's HD as its authors ran it: 7 drafts of 4 tokens side by side), the field's drafters verified by "
+    "hdlib: recycling (Token Recycling, 80-node tree), rest (REST, 64 tokens), suffix (SuffixDecoding, 24 tokens), "
+    "lookahead (Lookahead decoding, 7 x 4 window, 28 tokens), and vLLM's engine (vllm, vllm-ngram, vllm-suffix: a "
+    "second pass in .venv-vllm, OUT-vllm.json); any but ar, hf, hf-pld and vLLM's may end in @N, a fixed budget of "
+    "N draft tokens per step (e.g. hd:CMS@64, hd:all-orders@16, recycling@64); ar always runs (default hf,hf-pld,hd)"
 )
 
 
