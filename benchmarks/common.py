@@ -22,17 +22,14 @@ def machine_folder(machine: object) -> str:
     """The folder under benchmarks/results/ for a result measured on `machine`, as `hdlib.cpu.describe_machine`
     records it: the processor family and its widest vector extension (`epyc-avx2`, `epyc-avx512`, `xeon-amx`);
     `unrecorded` when the record does not name the processor."""
+    from hdlib.cpu import widest_vector  # here: hdlib (and torch) only where a folder is asked for
+
     if not isinstance(machine, Mapping) or not machine.get("cpu"):
         return UNRECORDED
     name = re.sub(r"\((r|tm)\)", "", str(machine["cpu"]).lower())
     family = next((f for f in ("epyc", "xeon") if f in name), None) or re.sub(r"[^a-z0-9]+", "-", name).strip("-")
-    flags = set(machine.get("vector_flags") or ())
-    if any(flag.startswith("amx") for flag in flags):
-        return f"{family}-amx"
-    for widest in ("avx512", "avx2", "avx"):
-        if widest in flags or f"{widest}f" in flags:
-            return f"{family}-{widest}"
-    return family
+    widest = widest_vector(machine.get("vector_flags") or ())
+    return f"{family}-{widest}" if widest else family
 
 
 def results_path(name: str) -> Path:

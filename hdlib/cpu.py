@@ -30,7 +30,9 @@ import json
 import platform
 import statistics
 import time
+from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import nn
@@ -158,6 +160,22 @@ def _read_choices(path: Path) -> dict[str, list[bool]]:
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         pass
     return {}
+
+
+def widest_vector(flags: Iterable[str]) -> str | None:
+    """The widest vector extension among a processor's flags: "amx", "avx512", "avx2", "avx" or None."""
+    flags = set(flags)
+    if any(flag.startswith("amx") for flag in flags):
+        return "amx"
+    return next((w for w in ("avx512", "avx2", "avx") if w in flags or f"{w}f" in flags), None)
+
+
+def machine_label(machine: Mapping[str, Any] | None) -> str:
+    """`describe_machine()`'s record in a few words: "AMD EPYC, avx512, 2 threads"."""
+    if not machine or not machine.get("cpu"):
+        return "machine not recorded"
+    widest, threads = widest_vector(machine.get("vector_flags") or ()), machine.get("threads")
+    return ", ".join([str(machine["cpu"]), *([widest] if widest else []), *([f"{threads} threads"] if threads else [])])
 
 
 def describe_machine() -> dict[str, object]:

@@ -15,6 +15,7 @@ from arctic import needs_arctic_inference
 from tiny import save_tiny
 
 import hdlib.bench.run
+import hdlib.cpu
 import hdlib.models
 from hdlib.bench import (
     ALL_ORDERS,
@@ -427,6 +428,44 @@ def test_an_interrupted_run_resumes_where_it_stopped(capsys, folder, tmp_path, m
     assert lines[:2] == first  # the answered question was kept, not answered again
     assert sorted(json.loads(line)["question_id"] for line in lines[1:]) == [11, 12, 13, 14]
     assert structure(json.loads(part.read_text())) == structure(json.loads(whole.read_text()))
+
+
+def test_a_run_resumed_on_another_machine_says_so_and_gives_each_machines_ratios(capsys, folder, tmp_path, monkeypatch):
+    questions = write_questions(tmp_path / "q.jsonl")
+    out = tmp_path / "moved.json"
+    append = ResultsLog.append
+
+    def interrupt_after_first(self, answered):
+        append(self, answered)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(ResultsLog, "append", interrupt_after_first)
+    assert main(bench_argv(folder, questions, out)) == 130
+    monkeypatch.setattr(ResultsLog, "append", append)
+    here = hdlib.cpu.describe_machine()
+    elsewhere = {"cpu": "Elsewhere CPU", "vector_flags": ["avx", "avx2"], "threads": 2, "torch": "x"}
+    monkeypatch.setattr(hdlib.cpu, "describe_machine", lambda: elsewhere)
+    monkeypatch.setattr(hdlib.bench.run, "describe_machine", lambda: elsewhere)
+    capsys.readouterr()
+    assert main(bench_argv(folder, questions, out, "--resume")) == 0
+    said = capsys.readouterr()
+    assert "answered on another machine than this one (Elsewhere CPU, avx2, 2 threads)" in said.err
+    rows = [json.loads(line) for line in raw_path(out).read_text().splitlines()[1:]]
+    assert [r["machine"] for r in rows] == [here, elsewhere, elsewhere, elsewhere]  # each question's own
+    data = json.loads(out.read_text())
+    assert data["machine"] == elsewhere
+    split = data["by_machine"]
+    assert [p["machine"] for p in split] == [here, elsewhere]
+    ids = [r["question_id"] for r in rows]
+    assert [sorted(p["question_ids"]) for p in split] == [ids[:1], sorted(ids[1:])]
+    assert all(list(p["methods"]) == list(data["methods"]) for p in split)
+    assert split[0]["methods"]["ar"] == {"speedup": 1.0, "mat": 1.0}
+    assert "answered on several machines" in said.out and "Elsewhere CPU, avx2, 2 threads (3 q)" in said.out
+    assert BenchResults.from_json(data).by_machine == split  # read back as written
+    monkeypatch.setattr(hdlib.bench.run, "describe_machine", lambda: here)
+    again = tmp_path / "again.json"
+    assert main(bench_argv(folder, questions, again)) == 0  # one machine: no split, no warning
+    assert "by_machine" not in json.loads(again.read_text()) and "another machine" not in capsys.readouterr().err
 
 
 def test_resume_refuses_other_settings_and_drops_a_cut_line(tmp_path):

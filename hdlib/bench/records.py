@@ -4,6 +4,7 @@ computed from those records only (`aggregate`), and a run's results (`BenchResul
 from __future__ import annotations
 
 import hashlib
+import json
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -100,17 +101,20 @@ class QuestionRuns:
     task: str
     runs: dict[str, list[Turn]]  # method name -> one Turn per turn of the question
     divergences: list[TurnDivergence] = field(default_factory=list)  # the hd turns that part from `ar`'s
+    machine: dict[str, Any] | None = None  # `hdlib.cpu.describe_machine()` where it was answered; None: not recorded
 
     def to_json(self) -> dict[str, object]:
         runs = {name: [t.to_json() for t in turns] for name, turns in self.runs.items()}
         parted = {"divergences": [d.to_json() for d in self.divergences]} if self.divergences else {}
-        return {"question_id": self.question_id, "task": self.task, "runs": runs, **parted}
+        where = {"machine": self.machine} if self.machine is not None else {}
+        return {"question_id": self.question_id, "task": self.task, "runs": runs, **parted, **where}
 
     @classmethod
     def from_json(cls, row: Mapping[str, Any]) -> QuestionRuns:
         runs = {str(name): [Turn.from_json(t) for t in turns] for name, turns in row["runs"].items()}
         parted = [TurnDivergence.from_json(d) for d in row.get("divergences", [])]
-        return cls(int(row["question_id"]), str(row["task"]), runs, parted)
+        machine = dict(row["machine"]) if row.get("machine") is not None else None
+        return cls(int(row["question_id"]), str(row["task"]), runs, parted, machine)
 
 
 @dataclass(frozen=True)
@@ -169,6 +173,7 @@ class BenchResults:
     sampling_rule: str = ""  # how hd methods accepted drafts when sampling; "" at temperature 0
     divergences: list[TurnDivergence] = field(default_factory=list)  # every hd turn that parts from `ar`'s
     prompt_format: str = ""  # how questions were encoded ("chat-template", "vicuna", "raw"); "" where not recorded
+    by_machine: list[dict[str, Any]] = field(default_factory=list)  # answered on several machines: split_by_machine
 
     @property
     def tasks(self) -> list[str]:
@@ -180,7 +185,8 @@ class BenchResults:
         fmt = {"prompt_format": self.prompt_format} if self.prompt_format else {}
         methods = {name: m.to_json() for name, m in self.methods.items()}
         parted = {"divergences": [d.to_json() for d in self.divergences]} if self.divergences else {}
-        return {**head, **rule, **fmt, "questions": self.questions, "methods": methods, **parted, **self.extra}
+        split = {"by_machine": self.by_machine} if self.by_machine else {}
+        return {**head, **rule, **fmt, "questions": self.questions, "methods": methods, **parted, **split, **self.extra}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> BenchResults:
@@ -188,7 +194,7 @@ class BenchResults:
         as empty)."""
         known = {
             "model", "device", "dtype", "machine", "temperature", "sampling_rule", "prompt_format", "max_new_tokens",
-            "questions", "methods", "divergences",
+            "questions", "methods", "divergences", "by_machine",
         }  # fmt: skip
         missing = [k for k in REQUIRED_FIELDS if k not in data]
         if missing:
@@ -209,6 +215,7 @@ class BenchResults:
             sampling_rule=str(data.get("sampling_rule", "")),
             divergences=[TurnDivergence.from_json(d) for d in data.get("divergences", [])],
             prompt_format=str(data.get("prompt_format", "")),
+            by_machine=[dict(m) for m in data.get("by_machine", [])],
         )
 
     @classmethod
@@ -271,6 +278,27 @@ def aggregate(records: Sequence[QuestionRuns], method_names: Sequence[str]) -> d
         name: MethodResult(per["overall"].metrics(ar["overall"]), {task: per[task].metrics(ar[task]) for task in tasks})
         for name, per in tallies.items()
     }
+
+
+def split_by_machine(records: Sequence[QuestionRuns], method_names: Sequence[str]) -> list[dict[str, Any]]:
+    """Where `records` were answered on more than one machine (a run resumed on another): for each
+    machine, in the order it first answered, its question ids and each method's overall speedup and
+    MAT on them; [] where one machine answered all. Within a question the methods ran side by side
+    on one machine, so each machine's ratios are its own; the run's overall ones mix them."""
+    groups: dict[str, list[QuestionRuns]] = {}
+    for record in records:
+        groups.setdefault(json.dumps(record.machine, sort_keys=True), []).append(record)
+    if len(groups) < 2:
+        return []
+    parts = [(group, aggregate(group, method_names)) for group in groups.values()]
+    return [
+        {
+            "machine": group[0].machine,
+            "question_ids": [r.question_id for r in group],
+            "methods": {n: {"speedup": m.overall.speedup, "mat": m.overall.mat} for n, m in result.items()},
+        }
+        for group, result in parts
+    ]
 
 
 Results = BenchResults | Mapping[str, Any]  # a run's results, or the JSON of a results file

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from hdlib import presentation
 from hdlib.bench.records import BenchResults, Results
+from hdlib.cpu import machine_label
 
 FAIRNESS_LIMIT = 0.05  # `ar` may be at most this much slower than `hf` to count as a fair baseline
 
@@ -117,9 +118,26 @@ def serving_line(results: Results) -> str:
     return f"vLLM against its own plain decoding: {rates or 'no speculative method ran'} ({line})"
 
 
+def machines_table(results: Results) -> str:
+    """Each method's speedup and MAT on each machine, where the run's questions were answered on
+    several (a run resumed elsewhere); "" where one machine answered all."""
+    split = BenchResults.of(results).by_machine
+    if not split:
+        return ""
+    head = [f"{machine_label(part['machine'])} ({len(part['question_ids'])} q)" for part in split]
+    rows = [
+        [name, *(f"{part['methods'][name]['speedup']:.2f}x / {part['methods'][name]['mat']:.2f}" for part in split)]
+        for name in split[0]["methods"]
+    ]
+    width = max(len(r[0]) for r in rows)
+    lines = [" | ".join([f"{'speedup / MAT':{width}}", *head])]
+    lines += [" | ".join([f"{r[0]:{width}}", *(f"{c:>{len(h)}}" for c, h in zip(r[1:], head))]) for r in rows]
+    return "This run's questions were answered on several machines; each machine's own ratios:\n" + "\n".join(lines)
+
+
 def summary(results: Results) -> str:
     """The printed report: speedup, MAT and identical share per task, every overall metric, fairness
     (and vLLM's methods against its plain decoding, where they ran)."""
     parts = [table(results, metric) for metric in ("speedup", "mat", "tokens_per_s", "identical_frac")]
-    report = [identical_line(results), divergence_table(results), serving_line(results)]
+    report = [identical_line(results), divergence_table(results), serving_line(results), machines_table(results)]
     return "\n\n".join([*parts, overall_table(results), *filter(None, report), fairness_line(results)])

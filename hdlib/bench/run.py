@@ -9,7 +9,7 @@ from tqdm.auto import tqdm
 
 from hdlib.baselines import hf_generate
 from hdlib.bench.methods import Method, parse_methods, with_own_tables
-from hdlib.bench.records import BenchResults, QuestionRuns, Turn, TurnDivergence, aggregate
+from hdlib.bench.records import BenchResults, QuestionRuns, Turn, TurnDivergence, aggregate, split_by_machine
 from hdlib.bench.serving import VllmEngines
 from hdlib.cpu import describe_machine
 from hdlib.databases import model_tier_without_recycling
@@ -132,6 +132,7 @@ def run_benchmark(
     if missing:
         raise HDError(f"the earlier results lack method(s) {missing}: they cannot be resumed with these methods")
     todo = [q for q in questions if q.question_id not in records]
+    machine = describe_machine()  # each question records where it was answered (a resumed run may move)
     with VllmEngines() as engines:  # vLLM's, each started at its method's first answer, all closed at the end
         if todo:
             warm = Question(0, "warmup", ("Say hello.",))
@@ -153,18 +154,20 @@ def run_benchmark(
                 if on_answer is not None:
                     on_answer(question, method.name)
             parted = find_divergences(lm, question.question_id, methods, runs, greedy=temperature == 0)
-            records[question.question_id] = QuestionRuns(question.question_id, question.task, runs, parted)
+            records[question.question_id] = QuestionRuns(question.question_id, question.task, runs, parted, machine)
             if on_question is not None:
                 on_question(question, records[question.question_id])
+    answered = [records[q.question_id] for q in questions]
     return BenchResults(
         model=lm.name,
         device=str(lm.device),
         dtype=str(lm.model.dtype).removeprefix("torch."),
-        machine=describe_machine(),
+        machine=machine,
         temperature=temperature,
         max_new_tokens=max_new_tokens,
         questions=len(questions),
-        methods=aggregate([records[q.question_id] for q in questions], names),
+        methods=aggregate(answered, names),
+        by_machine=split_by_machine(answered, names),
         divergences=[d for q in questions for d in records[q.question_id].divergences],
         sampling_rule=sampling_rule if temperature > 0 else "",
         prompt_format=chosen_format,

@@ -220,6 +220,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from hdlib.bench import parse_methods, run_benchmark, summary
     from hdlib.bench.serving import has_vllm, second_pass
     from hdlib.benchlog import ResultsLog, raw_path, run_settings
+    from hdlib.cpu import describe_machine, machine_label
     from hdlib.decoding import DecodeSettings
     from hdlib.models import dtype_name, get_device, load_model, resolve_dtype
     from hdlib.specbench import load_questions, per_task
@@ -262,6 +263,14 @@ def cmd_bench(args: argparse.Namespace) -> int:
     log = ResultsLog(raw_path(args.out), settings, resume=args.resume)
 
     lm = load_model(args.model, device=device, dtype=dtype, prepack=args.prepack)
+    here = describe_machine()
+    if any(r.machine != here for r in log.done):
+        print(
+            f"hdlib: warning: earlier questions of this run were answered on another machine than this one "
+            f"({machine_label(here)}) or on one not recorded: each question's methods still run side by side, "
+            "and the report gives each machine's ratios apart",
+            file=sys.stderr,
+        )
     bar = tqdm(total=len(questions), initial=len(log.done), desc="questions", unit="q", file=sys.stderr)
 
     def on_question(question, answered) -> None:
