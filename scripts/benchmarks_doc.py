@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from hdlib.cpu import machine_label
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))  # benchmarks/ is no package
 from common import RESULTS, machine_folder
 
@@ -223,7 +225,37 @@ def bench_tables(data: Mapping[str, Any]) -> list[str]:
                 continue
             rows = [[code(name), *map(fmt, row)] for name, row in zip(methods, values)]
             out += [f"{label} by task:", table(["method", *tasks], rows)]
-    return out
+    return [*out, *machine_tables(data)]
+
+
+def id_ranges(ids: Iterable[int]) -> str:
+    """[81, 82, 83, 90] -> "81-83, 90"."""
+    runs: list[list[int]] = []
+    for i in sorted(ids):
+        if runs and i == runs[-1][1] + 1:
+            runs[-1][1] = i
+        else:
+            runs.append([i, i])
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
+
+
+def machine_tables(data: Mapping[str, Any]) -> list[str]:
+    """Each machine's own speedup and MAT, where a run's questions were answered on several (resumed
+    on another machine: `split_by_machine` in hdlib/bench/records.py)."""
+    split = data.get("by_machine") or []
+    if not split:
+        return []
+    head = [f"{machine_label(part['machine'])}: {len(part['question_ids'])} questions" for part in split]
+    rows = [
+        [code(name), *(f"{x(p['methods'][name]['speedup'])} / {f2(p['methods'][name]['mat'])}" for p in split)]
+        for name in split[0]["methods"]
+    ]
+    spans = "; ".join(f"{machine_label(p['machine'])}: questions {id_ranges(p['question_ids'])}" for p in split)
+    return [
+        "This run was resumed on another machine: within each question the methods ran side by side on one "
+        f"machine, and the overall numbers above mix the machines' ({spans}). Each machine's own speedup / MAT:",
+        table(["method", *head], rows),
+    ]
 
 
 # From the paper's HD to hdlib's, one change at a time: (method, what it adds to the row before).
@@ -269,6 +301,18 @@ def serving_lines(data: Mapping[str, Any]) -> list[str]:
     speculative = {n: m["overall"]["tokens_per_s"] for n, m in methods.items() if n.startswith("vllm-")}
     rates = [f"{code(n)} {x(rate / plain)}" for n, rate in speculative.items()]
     return [f"Against vLLM's own plain decoding ({f1(plain)} tokens/s): {', '.join(rates) or 'none ran'}."]
+
+
+def mat_ranking(data: Mapping[str, Any]) -> list[str]:
+    """The methods by MAT, highest first, and the lead of the first over the second."""
+    mats = sorted(((m["overall"]["mat"], n) for n, m in data["methods"].items() if n != "ar"), reverse=True)
+    if len(mats) < 2:
+        return []
+    (best, name), (second, runner) = mats[:2]
+    return [
+        f"By MAT: {', '.join(f'{code(n)} {f2(v)}' for v, n in mats)}. Highest: {code(name)}, "
+        f"{f2(best - second)} tokens per pass ({x(best / second)}) ahead of {code(runner)}."
+    ]
 
 
 def sampling_tables(data: Mapping[str, Any]) -> list[str]:
@@ -654,6 +698,16 @@ MAT is the number to read; the speed against `ar` is this CPU's, where a pass ov
 several over 1. One question per task, 128 tokens per turn: a first look.""",
         ("field_at_64_1_per_task.json",),
         bench_tables,
+    ),
+    Section(
+        "The field at a fixed budget of 64, ten questions per task: MAT",
+        """The ten-per-task questions above where a GPU would run them: every drafting method at a fixed budget
+of 64 draft tokens per step (on a GPU a pass over 65 tokens costs about what one over 1 does, so the
+tokens per pass decide the speed). Each method at its own published size is in the ten-per-task run
+above (`recycling` 80, `rest` 64, `suffix` 24, `lookahead` and `hd-paper` 28, `hd` its value-ranked
+tree). MAT is the number to read; the speed against `ar` is this CPU's.""",
+        ("field_at_64.json",),
+        lambda data: [*bench_tables(data), *mat_ranking(data)],
     ),
     Section(
         "The 15 tier orders at one fixed budget",

@@ -100,6 +100,19 @@ def test_machine_folders():
     )
 
 
+def test_a_run_on_two_machines_gets_each_machines_table():
+    epyc = {"cpu": "AMD EPYC", "vector_flags": ["avx", "avx2"], "threads": 2}
+    def part(machine, ids, speedup, mat):
+        methods = {"ar": {"speedup": 1.0, "mat": 1.0}, "hd": {"speedup": speedup, "mat": mat}}
+        return {"machine": machine, "question_ids": ids, "methods": methods}
+
+    split = [part(epyc, [1, 2, 3, 5], 2.5, 3.0), part(None, [4], 1.5, 2.25)]
+    text = "\n".join(generator().machine_tables({"by_machine": split}))
+    assert "AMD EPYC, avx2, 2 threads: questions 1-3, 5; machine not recorded: questions 4" in text
+    assert "| `hd` | 2.50x / 3.00 | 1.50x / 2.25 |" in text
+    assert generator().machine_tables({}) == []
+
+
 def test_a_gpu_result_gets_its_tables(tmp_path):
     doc, copy = generator(), linked_copy(tmp_path)
     (copy / "gpu").mkdir()
