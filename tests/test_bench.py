@@ -8,6 +8,10 @@ raw file) is checked on plain data.
 from __future__ import annotations
 
 import json
+import os
+import signal
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -466,6 +470,44 @@ def test_a_run_resumed_on_another_machine_says_so_and_gives_each_machines_ratios
     again = tmp_path / "again.json"
     assert main(bench_argv(folder, questions, again)) == 0  # one machine: no split, no warning
     assert "by_machine" not in json.loads(again.read_text()) and "another machine" not in capsys.readouterr().err
+
+
+def test_a_kill_stops_a_run_as_ctrl_c_does(capsys, folder, tmp_path, monkeypatch):
+    questions = write_questions(tmp_path / "q.jsonl")
+    out = tmp_path / "killed.json"
+    append, before = ResultsLog.append, signal.getsignal(signal.SIGTERM)
+
+    def kill_after_first(self, answered):
+        append(self, answered)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    monkeypatch.setattr(ResultsLog, "append", kill_after_first)
+    assert main(bench_argv(folder, questions, out)) == 130
+    assert "1 of 4 questions done" in capsys.readouterr().err and not out.exists()
+    assert len(raw_path(out).read_text().splitlines()) == 2  # the answered question kept
+    assert signal.getsignal(signal.SIGTERM) == before  # the handler is the run's only
+
+
+def test_a_killed_bench_passes_the_kill_on_to_its_vllm_pass(tmp_path, monkeypatch):
+    from hdlib.bench import serving
+
+    mark = tmp_path / "mark"
+    python = tmp_path / "venv" / "bin" / "python"
+    python.parent.mkdir(parents=True)
+    python.write_text(f"#!/bin/sh\ntrap 'echo stopped > {mark}; exit 130' TERM\necho started > {mark}\n"
+                      "while true; do sleep 0.05; done\n")  # fmt: skip
+    python.chmod(0o755)
+    monkeypatch.setattr(serving, "VLLM_VENV", python.parent.parent)
+
+    def kill_once_started():
+        while not mark.exists():
+            time.sleep(0.05)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=kill_once_started, daemon=True).start()
+    with pytest.raises(serving.Terminated), serving.stop_on_terminate():
+        serving.second_pass(["bench", "--methods", "vllm", "--out", "r.json"], ["vllm"], tmp_path / "r.json")
+    assert mark.read_text() == "stopped\n"  # the vLLM pass was told, and has ended
 
 
 def test_resume_refuses_other_settings_and_drops_a_cut_line(tmp_path):

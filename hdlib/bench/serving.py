@@ -20,10 +20,12 @@ from __future__ import annotations
 import importlib.util
 import os
 import shlex
+import signal
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -146,6 +148,26 @@ def second_pass_path(out: str | Path) -> Path:
     return out.with_name(f"{out.stem}-vllm{out.suffix}")
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (`kill`), raised where Ctrl-C's KeyboardInterrupt would be: a run stops as on Ctrl-C,
+    its answers kept and vLLM's engines shut down."""
+
+
+@contextmanager
+def stop_on_terminate() -> Iterator[None]:
+    """Within: SIGTERM raises `Terminated` (once; a second one while stopping is ignored)."""
+
+    def stop(signum: int, frame: object) -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # the stop itself is not cut short
+        raise Terminated
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def second_pass(argv: Sequence[str], methods: Sequence[str], out: str | Path) -> int:
     """Run `hdlib bench` again in .venv-vllm with `ar` and the vLLM `methods` only, writing its
     results beside `out`: the exit status of that run."""
@@ -157,7 +179,13 @@ def second_pass(argv: Sequence[str], methods: Sequence[str], out: str | Path) ->
     rest = strip_options(argv, {"--methods", "--out", "--html"})
     command = [str(python), "-m", "hdlib", *rest, "--methods", ",".join(methods), "--out", str(second_pass_path(out))]
     print(f"hdlib: the vLLM methods, in {VLLM_VENV}: {shlex.join(command)}", file=sys.stderr)
-    return subprocess.run(command, check=False).returncode
+    with subprocess.Popen(command) as process:
+        try:
+            return process.wait()
+        except Terminated:  # Ctrl-C reaches the vLLM pass by itself; a `kill` of this process is passed on
+            process.terminate()
+            process.wait()
+            raise
 
 
 def strip_options(argv: Sequence[str], options: set[str]) -> list[str]:

@@ -218,7 +218,7 @@ def _writable(path: Path, option: str) -> None:
 
 def cmd_bench(args: argparse.Namespace) -> int:
     from hdlib.bench import parse_methods, run_benchmark, summary
-    from hdlib.bench.serving import has_vllm, second_pass
+    from hdlib.bench.serving import has_vllm, second_pass, stop_on_terminate
     from hdlib.benchlog import ResultsLog, raw_path, run_settings
     from hdlib.cpu import describe_machine, machine_label
     from hdlib.decoding import DecodeSettings
@@ -278,28 +278,29 @@ def cmd_bench(args: argparse.Namespace) -> int:
         bar.update(1)
         bar.set_postfix_str(f"q{question.question_id} {question.task}")
 
-    try:
-        results = run_benchmark(
-            lm, questions, methods, args.max_new_tokens, on_question, args.temperature, log.done,
-            sampling_rule=args.sampling_rule, prompt_format=args.prompt_format,
-        )  # fmt: skip
-    except KeyboardInterrupt:
+    with stop_on_terminate():  # `kill` stops the run as Ctrl-C does: answers kept, vLLM's engines shut down
+        try:
+            results = run_benchmark(
+                lm, questions, methods, args.max_new_tokens, on_question, args.temperature, log.done,
+                sampling_rule=args.sampling_rule, prompt_format=args.prompt_format,
+            )  # fmt: skip
+        except KeyboardInterrupt:
+            bar.close()
+            again = shlex.join(["hdlib", *args.argv, *([] if args.resume else ["--resume"])])
+            print(
+                f"hdlib: interrupted: {len(log.done)} of {len(questions)} questions done, kept in {log.path}; "
+                f"continue with: {again}",
+                file=sys.stderr,
+            )
+            return 130
         bar.close()
-        again = shlex.join(["hdlib", *args.argv, *([] if args.resume else ["--resume"])])
-        print(
-            f"hdlib: interrupted: {len(log.done)} of {len(questions)} questions done, kept in {log.path}; "
-            f"continue with: {again}",
-            file=sys.stderr,
-        )
-        return 130
-    bar.close()
-    # What made the file, for the tables made from it (docs/benchmarks.md): kept by BenchResults.extra.
-    results.extra.update(command=shlex.join(["hdlib", *args.argv]), date=time.strftime("%Y-%m-%d"))
-    write_text_atomic(args.out, json.dumps(results.to_json(), indent=1))
-    if args.html is not None:
-        from hdlib.viz.bench import write_html_report
+        # What made the file, for the tables made from it (docs/benchmarks.md): kept by BenchResults.extra.
+        results.extra.update(command=shlex.join(["hdlib", *args.argv]), date=time.strftime("%Y-%m-%d"))
+        write_text_atomic(args.out, json.dumps(results.to_json(), indent=1))
+        if args.html is not None:
+            from hdlib.viz.bench import write_html_report
 
-        write_html_report(results, args.html)
-    print(summary(results))
-    print(f"\nwrote {args.out} (raw results: {log.path})" + (f" and {args.html}" if args.html else ""))
-    return second_pass(args.argv, later, args.out) if later else 0
+            write_html_report(results, args.html)
+        print(summary(results))
+        print(f"\nwrote {args.out} (raw results: {log.path})" + (f" and {args.html}" if args.html else ""))
+        return second_pass(args.argv, later, args.out) if later else 0
