@@ -35,8 +35,11 @@ class FakeServer:
     """/v1/models, /tokenize and /v1/completions (prompt ids in, greedy answer ids out) on 127.0.0.1,
     answered by `lm`; `fail_next` requests get HTTP 503, `in_flight_max` is the most at once."""
 
-    def __init__(self, lm, served: str = "tiny", tokenize=None, token_ids: bool = True) -> None:
+    def __init__(self, lm, served: str = "tiny", tokenize=None, token_ids: bool = True, meet: int = 0) -> None:
         self.lm, self.served, self.token_ids = lm, served, token_ids
+        # The first `meet` completions wait for one another (10 s at most): requests sent at once are
+        # seen at once however slowly a loaded machine answers the first.
+        self.meet, self.met = (threading.Barrier(meet, timeout=10) if meet else None), 0
         self.tokenize = tokenize or (lambda text: lm.tokenizer(text, add_special_tokens=False)["input_ids"])
         self.fail_next, self.completions, self.in_flight, self.in_flight_max = 0, 0, 0, 0
         self.lock = threading.Lock()
@@ -67,7 +70,11 @@ class FakeServer:
                         return self.reply(503, {"error": "busy"})
                     owner.in_flight += 1
                     owner.in_flight_max = max(owner.in_flight_max, owner.in_flight)
+                    meet = owner.meet is not None and owner.met < owner.meet.parties
+                    owner.met += meet
                 try:
+                    if meet:
+                        owner.meet.wait()
                     (new,) = generate_answers(owner.lm, [body["prompt"]], body["max_tokens"])
                     choice = {"text": owner.lm.decode(new)}
                     if owner.token_ids:
@@ -100,7 +107,7 @@ def arrays(path):
 def test_a_server_build_equals_the_transformers_build(tiny_lm, tmp_path):
     here = modeldb.build_model_db(tiny_lm, tmp_path / "here.npz", PROMPTS, work_dir=tmp_path / "w1", **BUILD)
     text = load_text(tiny_lm.source)  # the tokenizer side only: no weights loaded
-    with FakeServer(tiny_lm) as server:
+    with FakeServer(tiny_lm, meet=2) as server:
         answerer = ServerAnswerer(text, server.url, concurrency=3)
         served = modeldb.build_model_db(
             text, tmp_path / "served.npz", PROMPTS, work_dir=tmp_path / "w2", answerer=answerer, **BUILD
