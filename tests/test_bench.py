@@ -404,6 +404,16 @@ def test_cli_writes_json_and_an_offline_html_report(capsys, folder, tmp_path):
     assert len(raw) == 5 and "settings" in json.loads(raw[0])
 
 
+def test_cli_tasks_keeps_only_their_questions(capsys, folder, tmp_path):
+    questions = write_questions(tmp_path / "q.jsonl")
+    out = tmp_path / "r.json"
+    assert main(bench_argv(folder, questions, out, "--tasks", "rag, translation,rag")) == 0
+    results = json.loads(out.read_text())
+    assert results["questions"] == 3 and set(results["methods"]["ar"]["tasks"]) == {"translation", "rag"}
+    raw = [json.loads(line) for line in raw_path(out).read_text().splitlines()[1:]]
+    assert [r["question_id"] for r in raw] == [13, 12, 14]  # Spec-Bench's task order, then file order
+
+
 def test_an_interrupted_run_resumes_where_it_stopped(capsys, folder, tmp_path, monkeypatch):
     questions = write_questions(tmp_path / "q.jsonl")
     whole, part = tmp_path / "whole.json", tmp_path / "part.json"
@@ -540,6 +550,8 @@ def test_resume_refuses_other_settings_and_drops_a_cut_line(tmp_path):
         (["--methods", "hf@8"], "only the methods hdlib verifies take a fixed budget @N"),
         (["--methods", "hd:C@x"], "the budget after @ must be a non-negative integer"),
         (["--per-task", "0"], "must be at least 1"),
+        (["--tasks", "rag,poetry"], "unknown task(s) ['poetry']: choose from mt_bench, translation"),
+        (["--tasks", "qa"], "holds no question of the task(s) qa"),
         (["--max-new-tokens", "0"], "must be at least 1"),
         (["--temperature", "-1"], "temperature must be a finite number >= 0"),
         (["--out", "/no/such/folder/r.json"], "does not exist"),

@@ -7,7 +7,7 @@
         [--engine vllm [--engine-arg KEY=VALUE ...] | --server URL [--concurrency N]]
     hdlib db info PATH [--model M]
     hdlib warmup [--model M] [--dtype D]
-    hdlib bench [--questions PATH] [--per-task K] [--max-new-tokens N] [--methods LIST] [--temperature T]
+    hdlib bench [--questions PATH] [--per-task K] [--tasks LIST] [--max-new-tokens N] [--methods LIST] [--temperature T]
         [--sampling-rule gumbel|rejection] [--model M] [--dtype D] [--prompt-format F]
         [--out results.json] [--html report.html] [--resume]
 

@@ -249,7 +249,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
     def bad_line(message: str) -> None:
         print(f"hdlib: warning: skipped {message}", file=sys.stderr)
 
-    questions = per_task(load_questions(args.questions, on_bad_line=bad_line), args.per_task)
+    questions = per_task(load_questions(args.questions, on_bad_line=bad_line), args.per_task, args.tasks)
+    if not questions:
+        raise HDError(f"{args.questions} holds no question of the task(s) {', '.join(args.tasks or [])}")
     if args.prompt_format == "raw" and any(len(q.turns) > 1 for q in questions):
         raise HDError(
             "--prompt-format raw has no turns, and some questions have several: use auto, vicuna or chat-template"

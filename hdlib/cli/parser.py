@@ -12,6 +12,7 @@ from hdlib.errors import HDError
 from hdlib.models import DEFAULT_MODEL, DTYPE_CHOICES, PROMPT_FORMATS
 from hdlib.paths import data_dir
 from hdlib.sampling import SAMPLING_RULES
+from hdlib.specbench import TASKS
 from hdlib.tiers import DEFAULT_TIERS
 
 DEFAULT_QUESTIONS = data_dir() / "prompts" / "prompts.jsonl"
@@ -51,6 +52,15 @@ def _positive(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
     return value
+
+
+def _task_list(text: str) -> list[str]:
+    """Comma-separated Spec-Bench tasks, each once, put in Spec-Bench's order."""
+    names = [t.strip() for t in text.split(",") if t.strip()]
+    unknown = [t for t in names if t not in TASKS]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(f"unknown task(s) {unknown or [text]}: choose from {', '.join(TASKS)}")
+    return sorted(set(names), key=TASKS.index)
 
 
 def _budget(text: str) -> int | None:
@@ -185,6 +195,13 @@ def _add_bench(sub: argparse._SubParsersAction) -> None:
         default=None,
         metavar="K",
         help="the first K questions of each task (default: all)",
+    )
+    bench.add_argument(
+        "--tasks",
+        type=_task_list,
+        default=None,
+        metavar="LIST",
+        help=f"only these tasks, comma-separated, in Spec-Bench's order (default: all; tasks: {', '.join(TASKS)})",
     )
     bench.add_argument("--max-new-tokens", type=_positive, default=256, help="per turn (default 256)")
     bench.add_argument("--methods", default="hf,hf-pld,hd", help=METHODS_HELP)
