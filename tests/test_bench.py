@@ -391,6 +391,9 @@ def test_cli_writes_json_and_an_offline_html_report(capsys, folder, tmp_path):
     assert main(bench_argv(folder, questions, out, "--html", str(report))) == 0
     printed = capsys.readouterr().out
     assert "ar vs hf: ar is" in printed and "hd:C" in printed and "identical_frac" in printed
+    rows = {line.split()[0]: line.split() for line in printed.splitlines() if line.split()}
+    assert rows["hf"][4:6] == ["-", "-"]  # transformers' generate times no drafting apart: not shown as 0
+    assert rows["hd:C"][4] != "-" and float(rows["hd:C"][4]) > 0
     results = json.loads(out.read_text())
     assert set(results) == TOP_KEYS | {"command", "date"} and results["questions"] == 4
     assert results["model"] == str(folder) and results["command"].startswith(f"hdlib bench --questions {questions}")
@@ -398,6 +401,7 @@ def test_cli_writes_json_and_an_offline_html_report(capsys, folder, tmp_path):
     page = report.read_text()
     assert "Speedup against plain decoding" in page and "Mean accepted tokens" in page
     assert "Where the emitted tokens came from" in page and "Tier order ablation" in page
+    assert page.count("<td>-</td><td>-</td>") == 2  # hf and hf-pld: draft ms and overhead not measured
     assert page.count("plotly.js v") == 1 and "<script src=" not in page  # inlined once: works offline
     assert 1e6 < len(page) < 10e6
     raw = raw_path(out).read_text().splitlines()

@@ -129,3 +129,16 @@ def test_a_gpu_result_gets_its_tables(tmp_path):
     text = doc.render(copy)
     assert "### `benchmarks/results/gpu/h200.json`" in text and "device NVIDIA H200" in text
     assert "| `hd:C` | 45.0 | 2.00 | 1.50x | yes |" in text and "| llama/float32 | 40/40 | 12/12 |" in text
+
+
+def test_draft_time_a_method_does_not_measure_is_shown_as_such():
+    def method(draft_ms):
+        overall = {"speedup": 1.5, "mat": 2.0, "tokens_per_s": 30.0, "draft_ms": draft_ms, "identical_frac": 1.0}
+        return {"overall": overall, "tasks": {}}
+
+    data = {"methods": {"ar": method(0.0), "hf-pld": method(0.0), "vllm-suffix": method(0.0), "hd": method(0.95)}}
+    text = "\n".join(generator().bench_tables(data))
+    assert "| `hf-pld` | 1.50x | 2.00 | 30.0 | - | 100 % |" in text
+    assert "| `vllm-suffix` | 1.50x | 2.00 | 30.0 | - | 100 % |" in text
+    assert "| `hd` | 1.50x | 2.00 | 30.0 | 0.95 | 100 % |" in text
+    assert "| `ar` | 1.50x | 2.00 | 30.0 | 0.00 | 100 % |" in text  # hdlib's loop: measured, and nothing drafted

@@ -52,6 +52,12 @@ class Method:
         """Whether hdlib's loop drafts for this method (not `ar`, not transformers')."""
         return bool(self.tiers) or self.paper is not None
 
+    @property
+    def times_phases(self) -> bool:
+        """Whether its answers time drafting and the engine's overhead apart (hdlib's loop does;
+        transformers' `generate` and vLLM's engine do not, so their records hold zeros there)."""
+        return not (self.transformers or self.serving)
+
     @classmethod
     def parse(cls, name: str) -> Method:
         base, budget = split_budget(name)
@@ -81,7 +87,6 @@ class Method:
             f"{', '.join(PEERS)}, {', '.join(VLLM_METHODS)}; any but ar, hf, hf-pld and vLLM's may end in @N for "
             "a fixed budget of N draft tokens per step (e.g. hd:CMS@64)"
         )
-
 
     @classmethod
     def hd(cls, name: str, tiers: tuple[Tier, ...], budget: int | None, switches: set[str]) -> Method:

@@ -4,6 +4,7 @@ baseline and whether every method's output is `ar`'s."""
 from __future__ import annotations
 
 from hdlib import presentation
+from hdlib.bench.methods import Method
 from hdlib.bench.records import BenchResults, Results
 from hdlib.cpu import machine_label
 
@@ -34,9 +35,12 @@ def overall_table(results: Results) -> str:
     for name, m in r.methods.items():
         o = m.overall
         shares = ", ".join(f"{t} {100 * s:.0f} %" for t, s in o.tier_share.items()) or "-"
+        draft, overhead = f"{'-':>10}", f"{'-':>10}"  # not timed apart: shown as not measured, not as 0
+        if Method.parse(name).times_phases:
+            draft, overhead = f"{o.draft_ms:10.2f}", f"{100 * o.overhead_frac:9.1f}%"
         rows.append(
-            f"{name:{width}}{o.speedup:7.2f}x{o.mat:7.2f}{o.tokens_per_s:9.1f}{o.draft_ms:10.2f}"
-            f"{100 * o.overhead_frac:9.1f}%{100 * o.identical_frac:10.0f}%  {shares}"
+            f"{name:{width}}{o.speedup:7.2f}x{o.mat:7.2f}{o.tokens_per_s:9.1f}{draft}{overhead}"
+            f"{100 * o.identical_frac:10.0f}%  {shares}"
         )
     return "\n".join([head, *rows])
 

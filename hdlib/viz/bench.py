@@ -12,7 +12,15 @@ from pathlib import Path
 
 import plotly.graph_objects as go
 
-from hdlib.bench import BenchResults, MethodResult, OrderComparison, Results, fairness_line, split_budget
+from hdlib.bench import (
+    BenchResults,
+    Method,
+    MethodResult,
+    OrderComparison,
+    Results,
+    fairness_line,
+    split_budget,
+)
 from hdlib.databases import find_tier, known_tiers
 from hdlib.store import write_text_atomic
 from hdlib.tiers import BONUS, DEFAULT_TIERS, Tier
@@ -199,13 +207,14 @@ def _metrics_table(results: Results) -> str:
     for name, m in _methods(results).items():
         o = m.overall
         shares = ", ".join(f"{t} {100 * s:.0f} %" for t, s in o.tier_share.items()) or "-"
+        timed = Method.parse(name).times_phases  # transformers' and vLLM's: not measured, not 0
         cells = [
             name,
             f"{o.speedup:.2f}x",
             f"{o.mat:.2f}",
             f"{o.tokens_per_s:.1f}",
-            f"{o.draft_ms:.2f}",
-            f"{100 * o.overhead_frac:.1f} %",
+            f"{o.draft_ms:.2f}" if timed else "-",
+            f"{100 * o.overhead_frac:.1f} %" if timed else "-",
             f"{100 * o.identical_frac:.0f} %",
             shares,
         ]
