@@ -93,8 +93,10 @@ def parse_question(line: str) -> Question:
 
 
 def per_task(questions: Iterable[Question], k: int | None, tasks: Iterable[str] | None = None) -> list[Question]:
-    """The first `k` questions of each task (all when k is None), in file order, task by task."""
-    wanted = list(tasks) if tasks is not None else sorted({q.task for q in questions}, key=_task_order)
+    """The first `k` questions of each task (all when k is None, only `tasks` when given), in file
+    order, task by task in Spec-Bench's order."""
+    named = set(tasks) if tasks is not None else {q.task for q in questions}
+    wanted = sorted(named, key=lambda t: (_task_order(t), t))  # unknown ones last, by name
     unknown = [t for t in wanted if t not in TASKS]
     if unknown:
         raise HDError(f"unknown task(s) {unknown}: choose from {', '.join(TASKS)}")

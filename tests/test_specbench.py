@@ -29,6 +29,7 @@ def test_tasks_and_per_task(tmp_path):
     assert [q.task for q in qs] == ["mt_bench", "mt_bench", "rag", "translation", "rag"]
     assert [q.question_id for q in per_task(qs, 1)] == [1, 4, 3]  # Spec-Bench's task order
     assert [q.question_id for q in per_task(qs, None, ["rag"])] == [3, 5]
+    assert [q.question_id for q in per_task(qs, None, ["rag", "translation", "rag"])] == [4, 3, 5]  # named: same order
     with pytest.raises(HDError, match="unknown task"):
         per_task(qs, 1, ["poetry"])
 
