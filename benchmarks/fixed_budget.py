@@ -1,14 +1,14 @@
-"""The GPU regime on any machine: MAT at a fixed draft budget, per tier set and per part of the model tier.
+"""The GPU regime on any machine: MAT at a fixed draft budget, per tier set.
 
     python benchmarks/fixed_budget.py [--per-task 2] [--max-new-tokens 128] [--budget 64|auto|top12[,...]]
-        [--methods C,CM,CS,CMS,M,M-phrases,M-recycled] [--out benchmarks/results/<machine>/fixed_budget.json]
+        [--methods C,CM,CS,CMS,M,R,CR,CRMS] [--out benchmarks/results/<machine>/fixed_budget.json]
 
 On a GPU a forward pass over 65 tokens costs about what one over 1 token does, so the budget is
 large and the MAT it reaches is the speedup. This runs `ar` and, at a fixed budget, the tier sets
-C, CM, CS, CMS, the model tier alone and each of its parts alone (the phrase database; the recycled
-guesses of the model), on the same Spec-Bench questions, every turn, the conversation so far being
-`ar`'s. It reports MAT, the draft tokens verified per step, MAT per verified node, and, for every
-part of every tier, the tokens it drafted and the share of them accepted. `--budget auto` runs the
+given by their letters (C context, R the model's recycled guesses, M the model's phrases, S the
+statistics), on the same Spec-Bench questions, every turn, the conversation so far being `ar`'s. It
+reports MAT, the draft tokens verified per step, MAT per verified node, and, for every part of every
+tier, the tokens it drafted and the share of them accepted. `--budget auto` runs the
 value-ranked tree instead, to compare its precision (MAT per verified node) with a fixed budget's;
 `--budget topN` the value-ranked tree verifying its N best candidates at every step, as it would where
 a pass over 1 + N tokens costs what one over 1 does: the precision of its ranking, apart from what
@@ -30,16 +30,14 @@ from hdlib.databases import load_tier
 from hdlib.decoding import DecodeSettings, generate, run
 from hdlib.drafter import Drafter
 from hdlib.forward_time import flat_profile, load_or_measure
-from hdlib.modeldb import default_model_db_path
 from hdlib.store import write_text_atomic
-from hdlib.tiers import ContextTier, Tier
-from hdlib.tiers.model import ModelSettings, ModelTier
+from hdlib.tiers import ContextTier, RecycledTier, Tier
 from hdlib.trace import Generation
 from hdlib.value import AcceptancePrior, ValueBudget
 
 
 def main() -> None:
-    parser = spec_bench_parser(__doc__, "C,CM,CS,CMS,M,M-phrases,M-recycled", "fixed_budget.json")
+    parser = spec_bench_parser(__doc__, "C,CM,CS,CMS,M,R,CR,CRMS", "fixed_budget.json")
     parser.add_argument(
         "--budget",
         default="64",
@@ -54,15 +52,9 @@ def main() -> None:
     model_db = load_tier(Tier.MODEL, lm)
     statistics = load_tier(Tier.STATISTICS, lm)
 
-    def model_tier(**settings: object) -> ModelTier:
-        return ModelTier.from_file(default_model_db_path(lm), lm.fingerprint, ModelSettings(**settings))  # type: ignore[arg-type]
-
-    parts = {"M-phrases": model_tier(recycle_width=0), "M-recycled": model_tier(phrases=False)}
-
     def tiers(name: str) -> list:
-        if name in parts:
-            return [parts[name]]
-        return [{"C": ContextTier(), "M": model_db, "S": statistics}[letter] for letter in name]
+        make = {"C": ContextTier, "R": RecycledTier, "M": lambda: model_db, "S": lambda: statistics}
+        return [make[letter]() for letter in name]
 
     def generate_with(name: str, ids: list[int], budget: str) -> Generation:
         if budget.startswith("top"):

@@ -66,7 +66,7 @@ from hdlib.decoding import Decoder, DecodeSettings, run  # noqa: E402
 from hdlib.divergence import NEAR_TIE, explain, locate  # noqa: E402
 from hdlib.drafter import Drafter  # noqa: E402
 from hdlib.forward_time import ForwardProfile, flat_profile, time_pass  # noqa: E402
-from hdlib.tiers import ContextTier, DraftTier, ModelTier, Tier  # noqa: E402
+from hdlib.tiers import ContextTier, DraftTier, RecycledTier, Tier  # noqa: E402
 from hdlib.trace import Step  # noqa: E402
 from hdlib.tree import DraftTree  # noqa: E402
 from hdlib.value import ValueBudget  # noqa: E402
@@ -274,7 +274,7 @@ def drafter(letters: str, truth: Sequence[int], seed: int) -> Drafter:
     make: dict[str, Callable[[], DraftTier]] = {
         "C": ContextTier,
         "O": lambda: OracleTier(truth, VOCAB, seed, tier=Tier.STATISTICS),
-        "R": ModelTier.recycling_only,  # the model's own guesses recycled: the tier that learns from passes
+        "R": RecycledTier,  # the model's own guesses recycled: the tier that learns from passes
     }
     return Drafter([make[c]() for c in letters])
 

@@ -155,7 +155,7 @@ def with_context_tier(statistics_tier, cases: list[Case], budget: int) -> dict:
         for context, truth in cases:
             drafter = Drafter([ContextTier(), *extra])
             drafter.begin(context)
-            acc.append(tree_accepted(drafter.draft(context, budget, TRUTH), truth))
+            acc.append(tree_accepted(drafter.draft(context, budget, TRUTH)[0], truth))
         out[name] = round(float(np.mean(acc)), 4)
     return out
 

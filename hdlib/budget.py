@@ -16,18 +16,29 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from hdlib.errors import HDError
-from hdlib.tiers.base import ModelGuesses
+from hdlib.tiers.base import DraftTier
+from hdlib.tiers.guesses import Successors
 from hdlib.trace import Step
 from hdlib.tree import DraftTree
 
-MAX_BUDGET = 64
+MAX_BUDGET = 64  # draft tokens the forward-time profile is measured for (1 + 64 tokens a pass)
 FIXED_BUDGET = 16  # draft tokens per step where a fixed budget is wanted and none is given (the notebooks' too)
+# The most draft tokens a fixed budget may verify per step: four times the profile's range. Every
+# draft token is a row of the forward pass, and on a CPU a pass of 2,000 rows took 4.7 s.
+MAX_FIXED_BUDGET = 4 * MAX_BUDGET
 
 
 class BudgetPolicy(Protocol):
     per_tier: bool  # the budget is each tier's (candidates), not the tiers' together
 
-    def budget(self, context_len: int) -> int: ...
+    def draft_budget(self, context_len: int) -> int:
+        """Draft tokens the tiers may propose this step (each tier as many, where `per_tier`)."""
+        ...
+
+    def ask(self, tier: DraftTier, tree: DraftTree, context: Sequence[int]) -> bool:
+        """Whether the drafter asks `tier` next, with `tree` drafted so far (asked before every tier
+        but the first: the hierarchy)."""
+        ...
 
     def select(self, tree: DraftTree, context: Sequence[int] = ()) -> tuple[DraftTree, tuple[float, ...] | None]:
         """The part of the drafted tree to verify (`context`: the text so far, the tree's root last),
@@ -41,9 +52,11 @@ class BudgetPolicy(Protocol):
         only in a generation with a window)."""
         ...
 
-    successors_wanted: int  # the model's most likely next tokens per verified node, for observe_model
+    successors_wanted: int  # the model's most likely next tokens per verified node the policy reads
 
-    def observe_model(self, guesses: ModelGuesses) -> None: ...
+    def use_guesses(self, table: Successors) -> None:
+        """The generation's table of the model's guesses (when `successors_wanted`)."""
+        ...
 
     def finish(self) -> None:
         """The generation is over."""
@@ -56,8 +69,11 @@ class _VerifyAll:
     per_tier = False
     successors_wanted = 0
 
-    def observe_model(self, guesses: ModelGuesses) -> None:
+    def use_guesses(self, table: Successors) -> None:
         pass
+
+    def ask(self, tier: DraftTier, tree: DraftTree, context: Sequence[int]) -> bool:
+        return True  # the drafter stops asking once the budget is full
 
     def select(self, tree: DraftTree, context: Sequence[int] = ()) -> tuple[DraftTree, tuple[float, ...] | None]:
         return tree, None
@@ -71,14 +87,18 @@ class _VerifyAll:
 
 class FixedBudget(_VerifyAll):
     def __init__(self, k: int) -> None:
-        if not isinstance(k, int) or k < 0:
+        if not isinstance(k, int) or isinstance(k, bool) or k < 0:
             raise HDError(f"the draft budget must be a non-negative integer, got {k!r}")
+        if k > MAX_FIXED_BUDGET:
+            raise HDError(
+                f"a fixed budget of {k} draft tokens per step is more than a draft tree can usefully hold: at most "
+                f"{MAX_FIXED_BUDGET} (every draft token is a row of the forward pass; the budget None, the "
+                "value-ranked tree, chooses per step)"
+            )
         self.k = k
 
-    def budget(self, context_len: int) -> int:
+    def draft_budget(self, context_len: int) -> int:
         return self.k
 
     def observe(self, step: Step) -> None:
         pass
-
-

@@ -1,16 +1,16 @@
 """The tiers by name: the registry that makes them, and the offline databases behind two of them.
 
 `parse_tiers("C,model")` reads tiers from names or letters; `make_tier(tier, lm)` makes a ready
-one for a loaded model. The registry knows hdlib's three tiers, the tiers a program registers
+one for a loaded model. The registry knows hdlib's four tiers (and the field's drafters), the tiers a program registers
 (`register_tier`) and those that installed packages declare under the entry-point group
 `hdlib.tiers` (each a `DraftTier` subclass made with no arguments), so a new tier is a letter in
 `hdlib generate --tiers C,X` and `hdlib bench --methods hd:CX` like the others.
 
 `load_tier(Tier.MODEL, lm)` gives the model tier for `lm` (the database shipped in data/db for the
-packaged default model, else one built with `hdlib build-db model`; with neither, a model tier
-that drafts only the model's own recycled guesses, and one line on stderr saying how to build the
-database); `load_tier(Tier.STATISTICS, lm)` gives the statistics tier, building its suffix array
-on first use. Both are cached on `lm`, so a notebook or a benchmark opens each file once.
+packaged default model, else one built with `hdlib build-db model`; with neither, a model tier that
+drafts nothing, and one line on stderr saying how to build the database);
+`load_tier(Tier.STATISTICS, lm)` gives the statistics tier, building its suffix array on first use.
+Both are cached on `lm`, so a notebook or a benchmark opens each file once.
 `open_database(path)` opens any database file, `describe(path)` says what it holds.
 """
 
@@ -35,7 +35,7 @@ from hdlib.modeldb import default_model_db_path
 from hdlib.models import LoadedModel, load_text
 from hdlib.statsdb import ensure_statistics_db
 from hdlib.store import read_db, read_meta
-from hdlib.tiers import ContextTier, DraftTier, ModelSettings, ModelTier, StatisticsTier, Tier
+from hdlib.tiers import ContextTier, DraftTier, ModelTier, RecycledTier, StatisticsTier, Tier
 from hdlib.tiers.peers import (
     LOOKAHEAD,
     RECYCLING,
@@ -93,6 +93,7 @@ def _need_model(tier: Tier, lm: LoadedModel | None) -> LoadedModel:
 def _built_in() -> list[Registered]:
     return [
         Registered(Tier.CONTEXT, lambda lm: ContextTier()),  # one per request: it learns the request's text
+        Registered(Tier.RECYCLED, lambda lm: RecycledTier()),  # reads the generation's table of the model's guesses
         Registered(Tier.MODEL, lambda lm: load_tier(Tier.MODEL, _need_model(Tier.MODEL, lm))),
         Registered(Tier.STATISTICS, lambda lm: load_tier(Tier.STATISTICS, _need_model(Tier.STATISTICS, lm))),
         # The field's drafters (hdlib.tiers.peers): a new recycling table and new suffix trees each
@@ -180,13 +181,12 @@ def load_tier(tier: Tier, lm: LoadedModel) -> DraftTier:
         if tier == Tier.MODEL:
             path = default_model_db_path(lm)
             if not path.is_file():
-                # The tier still learns from the model as it decodes: its recycled part needs no file.
                 print(
-                    f"hdlib: no model database for '{lm.name}' ({path}): the model tier drafts only the model's "
-                    f"own recycled guesses; build the database with: hdlib build-db model --model {lm.name}",
+                    f"hdlib: no model database for '{lm.name}' ({path}): the model tier drafts nothing; build "
+                    f"the database with: hdlib build-db model --model {lm.name}",
                     file=sys.stderr,
                 )
-                lm.databases[tier] = ModelTier.recycling_only()
+                lm.databases[tier] = ModelTier.empty(f"no database for {lm.name}")
                 return lm.databases[tier]
         elif tier == Tier.STATISTICS:
             path = ensure_statistics_db(lm)
@@ -205,19 +205,6 @@ def opened(lm: LoadedModel, key: str, make: Callable[[], T]) -> T:
     if key not in lm.databases:
         lm.databases[key] = make()  # type: ignore[assignment]
     return lm.databases[key]  # type: ignore[return-value]
-
-
-def model_tier_without_recycling(lm: LoadedModel) -> DraftTier:
-    """`lm`'s model tier with no recycled guesses (its phrases only; none where it has no database):
-    what the recycled guesses add is measured against it (`hd+no-recycling`)."""
-
-    def make() -> DraftTier:
-        path = default_model_db_path(lm)
-        if not path.is_file():
-            raise HDError(f"no model database for '{lm.name}' ({path}): without recycling the model tier has nothing")
-        return ModelTier.from_file(path, lm.fingerprint, ModelSettings(recycle_width=0))
-
-    return opened(lm, "model without recycling", make)
 
 
 def open_database(path: str | Path, lm: LoadedModel | None = None) -> DraftTier:

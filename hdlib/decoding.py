@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from transformers import PreTrainedModel
@@ -26,14 +26,12 @@ from hdlib.errors import HDError
 from hdlib.forward_time import load_or_measure
 from hdlib.models import LoadedModel
 from hdlib.sampling import SAMPLING_RULES, Sampler, Warp, check_rule
-from hdlib.tiers import BONUS, DEFAULT_TIERS, DraftTier, ModelGuesses, Tier
+from hdlib.tiers import BONUS, DEFAULT_TIERS, DraftTier, ModelGuesses, Successors, Tier
 from hdlib.tiers.base import token_before_newest
-from hdlib.tiers.recycling import share_successors
-from hdlib.trace import Generation, Step, StepTimes, cut_at_end, stop_reason
+from hdlib.trace import Generation, PhaseClock, Step, cut_at_end, stop_reason
 from hdlib.tree import DraftTree
 from hdlib.value import AcceptancePrior, ValueBudget
-from hdlib.verifier import Verifier
-from hdlib.verifier import context_length as verifier_context_length
+from hdlib.verifier import Verifier, context_length
 from hdlib.window import LookaheadWindow
 
 
@@ -61,14 +59,6 @@ class DecodeSettings:
         return Warp(self.temperature, self.top_p, self.top_k)
 
 
-def context_length(model: PreTrainedModel) -> int:
-    """The positions the model was trained for: the most tokens a text may have."""
-    limit = verifier_context_length(model)
-    if limit is None:
-        raise HDError(f"{type(model).__name__}: its config gives no max_position_embeddings (the context length)")
-    return limit
-
-
 def check_prompt(prompt_ids: Sequence[int], limit: int) -> None:
     if len(prompt_ids) == 0:
         raise HDError("the prompt is empty")
@@ -83,8 +73,9 @@ class Decoder:
     (until end-of-sequence, max_new_tokens or the context limit), or `run` it for the `Generation`.
 
     The prompt is checked here and prefilled before the first step. With no drafter (or a budget of
-    0) this is plain decoding: greedy at temperature 0, else sampling. `sampler` (made from
-    `settings` when None) draws the sampled tokens; its seed is kept in the result.
+    0) this is plain decoding: greedy at temperature 0, else sampling. `budget` is the budget policy
+    (a `FixedBudget`, the value-ranked tree `ValueBudget`). `sampler` (made from `settings` when
+    None) draws the sampled tokens; its seed is kept in the result.
     """
 
     def __init__(
@@ -106,7 +97,7 @@ class Decoder:
             else Sampler(settings.warp, settings.seed, settings.sampling_rule)
         )
         self.drafter = drafter or Drafter([])
-        self.budget = budget or FixedBudget(0 if not self.drafter.tiers else FIXED_BUDGET)
+        self.policy = budget or FixedBudget(0 if not self.drafter.tiers else FIXED_BUDGET)
         self.eos = frozenset(eos_token_ids)
         self.limit = context_length(model)
         check_prompt(self.prompt_ids, self.limit)
@@ -141,85 +132,91 @@ class Decoder:
         )
 
     def _steps(self) -> Iterator[Step]:
-        settings, drafter, budget, eos, limit = self.settings, self.drafter, self.budget, self.eos, self.limit
+        settings, drafter, policy, eos, limit = self.settings, self.drafter, self.policy, self.eos, self.limit
         tokens = list(self.prompt_ids)
         verifier = Verifier(self.model, self.sampler)
         verifier.prefill(tokens[:-1])
-        share_successors([*drafter.tiers, budget])  # one table of the model's guesses, filled once a pass
+        # One table of the model's guesses for the generation, filled once a pass, for the tiers and
+        # the policy that read it.
+        successors = max(drafter.successors_wanted, policy.successors_wanted)
+        guesses = Successors(successors) if successors else None
+        if guesses is not None:
+            drafter.use_guesses(guesses)
+            policy.use_guesses(guesses)
         drafter.begin(tokens)
         window = drafter.window
-        successors = max(drafter.successors_wanted, budget.successors_wanted)
         generated = 0
-        index = 0
+        step: Step | None = None
         while generated < settings.max_new_tokens and len(tokens) < limit:
+            clock = PhaseClock()
+            if step is not None:
+                policy.observe(step)  # the policy learns from the last step before it proposes again
+                clock.lap("policy")
             # A draft deeper than this could not be used: the step also emits the bonus token, and the
             # answer may not pass max_new_tokens nor the text the model's context.
             max_depth = min(settings.max_new_tokens - generated, limit - len(tokens)) - 1
             past_len = len(tokens) - 1
 
-            # Propose: the tiers draft a trie, the budget policy keeps what is worth verifying.
-            start = time.perf_counter()
-            k = budget.budget(len(tokens))
-            ride = window is not None and budget.run_window(window.size)
-            policy_s = time.perf_counter() - start
-            start = time.perf_counter()
-            tree = (
-                drafter.draft(tokens, k, max_depth, budget.per_tier, verifier.vocab_size)
-                if k > 0
-                else DraftTree(root=tokens[-1])
+            # Propose: the tiers draft a trie (the policy decides which are asked), the policy keeps
+            # what is worth verifying.
+            draft_tokens = policy.draft_budget(len(tokens))
+            ride = window is not None and policy.run_window(window.size)
+            clock.lap("policy")
+            tree, lookups = (
+                drafter.draft(tokens, draft_tokens, max_depth, policy.per_tier, verifier.vocab_size, policy.ask)
+                if draft_tokens > 0
+                else (DraftTree(root=tokens[-1]), ())
             )
-            draft_s = time.perf_counter() - start
-            start = time.perf_counter()
-            tree, estimates = budget.select(tree, tokens)
-            policy_s += time.perf_counter() - start
+            clock.lap("draft")
+            tree, estimates = policy.select(tree, tokens)
             # A Lookahead window rides along where the policy says it pays and the context has room.
             rows = window.rows() if window is not None and ride and window_fits(window, tree, tokens, limit) else None
+            clock.lap("policy")
 
             # Verify: one forward pass over the trie. Accept: the path the model agrees with.
             scored = verifier.verify(tree, past_len, rows)
+            clock.lap("verify")
             verified = verifier.accept(tree, scored, past_len, successors)
+            clock.lap("accept")
             path = verified.path
 
             # Update: the cache keeps the accepted path, the tiers learn the new tokens and the model's guesses.
-            start = time.perf_counter()
             verifier.compact(past_len, path)
             emitted = cut_at_end([tree.tokens[n] for n in path[1:]] + [verified.bonus], eos)
             tiers = ([tree.tiers[n] for n in path[1:]] + [BONUS])[: len(emitted)]
             if verified.top is not None:
-                guesses = ModelGuesses(tree.tokens, tree.previous_tokens(token_before_newest(tokens)), *verified.top)
-                drafter.observe_model(guesses)
+                said = ModelGuesses(tree.tokens, tree.previous_tokens(token_before_newest(tokens)), *verified.top)
+                if guesses is not None:
+                    guesses.observe(said)
+                drafter.observe_model(said)
             tokens.extend(emitted)
             generated += len(emitted)
             drafter.update(emitted)
             if rows is not None:
                 window.advance(scored.window_next)  # type: ignore[union-attr]  (rows come from the window)
-            update_s = time.perf_counter() - start
-            start = time.perf_counter()
-            if verified.top is not None:
-                budget.observe_model(guesses)
+            clock.lap("update")
             step = Step(
-                index=index,
+                index=step.index + 1 if step is not None else 0,
                 context_len=past_len + 1,
-                budget=k,
+                budget=draft_tokens,
                 tree=tree,
                 accepted_nodes=tuple(path),
                 tokens=tuple(emitted),
                 tiers=tuple(tiers),  # type: ignore[arg-type]  (no drafted node is the root)
-                times=StepTimes(draft_s, scored.tree_s, scored.forward_s, verified.accept_s, update_s),
+                times=clock.times(scored.tree_s),
                 estimates=estimates,
                 choices=tuple(verified.choices),
                 choice_probs=tuple(verified.choice_probs),
                 accept_probs=tuple(verified.accept_probs),
                 window=len(rows) if rows is not None else 0,
+                lookups=lookups,
             )
-            budget.observe(step)
-            policy_s += time.perf_counter() - start
-            step = replace(step, times=replace(step.times, policy=policy_s))
-            index += 1
             yield step
             if emitted[-1] in eos:
                 break
-        budget.finish()
+        if step is not None:
+            policy.observe(step)
+        policy.finish()
 
 
 def window_fits(window: LookaheadWindow, tree: DraftTree, tokens: Sequence[int], limit: int) -> bool:
@@ -253,6 +250,7 @@ def generate(
     sampling_rule: str = SAMPLING_RULES[0],
     prompt_format: str = "auto",
     drafter: Drafter | None = None,
+    gate: bool = True,
 ) -> Generation:
     """Answer `prompt` with HD (or plain decoding when `tiers` is empty) and return the record.
 
@@ -261,13 +259,14 @@ def generate(
     as it is), or token ids. `tiers` are names, letters, `Tier`s or ready `DraftTier`s (a tier of
     your own), asked in that order; a ready `drafter` (e.g. `hdlib.paper.paper_drafter(lm)`) is
     used instead of them.
-    `budget` is the most draft tokens per step; None chooses it per step from the measured forward
-    time. `temperature` 0 is greedy decoding; above 0 HD samples from exactly the distribution plain
-    sampling would (with `top_p` and `top_k` applied alike); `seed` makes a sampled answer
-    reproducible (None draws one; it is kept in the result). With `sampling_rule` "gumbel" (the
-    default) HD's answer for a seed is plain sampling's answer for that seed, token for token, with
-    any tiers and budget; "rejection" (recursive rejection sampling) gives the same distribution but
-    another answer, which changes with the tree.
+    `budget` is the most draft tokens per step (the tiers fill it in order); None chooses it per
+    step from the measured forward time, and asks a tier after the first only where asking it pays
+    (`hdlib.gate`; `gate=False` asks every tier at every step). `temperature` 0 is greedy decoding;
+    above 0 HD samples from exactly the distribution plain sampling would (with `top_p` and `top_k`
+    applied alike); `seed` makes a sampled answer reproducible (None draws one; it is kept in the
+    result). With `sampling_rule` "gumbel" (the default) HD's answer for a seed is plain sampling's
+    answer for that seed, token for token, with any tiers and budget; "rejection" (recursive
+    rejection sampling) gives the same distribution but another answer, which changes with the tree.
     """
     settings = DecodeSettings(
         max_new_tokens=max_new_tokens,
@@ -284,14 +283,15 @@ def generate(
     else:
         prompt_ids = list(prompt)
     # Before the tiers are opened (a database may be built) and the forward time measured: a prompt
-    # too long is said at once.
+    # too long, or a budget too large, is said at once.
     check_prompt(prompt_ids, context_length(lm.model))
+    fixed = FixedBudget(budget) if budget is not None else None
     drafter = drafter or Drafter([make_tier(t, lm) for t in parse_tiers(tiers)])
     if not drafter.tiers:
         policy: BudgetPolicy = FixedBudget(0)
-    elif budget is None:
+    elif fixed is None:
         profile = load_or_measure(lm.model)
-        policy = ValueBudget(profile, AcceptancePrior.for_model(profile.key))
+        policy = ValueBudget(profile, AcceptancePrior.for_model(profile.key), gate=gate)
     else:
-        policy = FixedBudget(budget)
+        policy = fixed
     return Decoder(lm.model, prompt_ids, drafter, settings, lm.eos_token_ids, policy).run(lm)

@@ -1,19 +1,26 @@
-"""The drafter: ask the tiers in order and fill the token budget with a trie of drafts.
+"""The drafter: ask the tiers in order and merge their drafts into one trie.
 
-Temporal locality decides the order: the first tier gets the whole budget, the next only what is
-left, and a tier is not asked at all once the budget is full. Drafts that repeat, or are prefixes of
-one another, merge in the trie and cost nothing twice; a shared token keeps the tier that proposed
-it first.
+Temporal locality decides the order. With a fixed budget the first tier gets the whole budget, the
+next only what is left, and a tier is not asked once the budget is full. With the value-ranked tree
+every tier asked may propose candidates of its own, and before each tier after the first the budget
+policy decides whether asking it pays (`BudgetPolicy.ask`: the hierarchy). Drafts that repeat, or
+are prefixes of one another, merge in the trie and cost nothing twice; a shared token is credited to
+the tier that proposed it first, and the trie keeps every tier that proposed it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 
 from hdlib.errors import HDError
 from hdlib.tiers.base import DraftTier, ModelGuesses, Tier
+from hdlib.tiers.guesses import Successors
+from hdlib.trace import TierLookup
 from hdlib.tree import DraftTree
 from hdlib.window import LookaheadWindow
+
+Ask = Callable[[DraftTier, DraftTree, Sequence[int]], bool]  # (tier, the tree so far, context) -> ask it?
 
 
 class Drafter:
@@ -63,6 +70,11 @@ class Drafter:
             if tier.successors_wanted:
                 tier.observe_model(guesses)
 
+    def use_guesses(self, table: Successors) -> None:
+        for tier in self.tiers:
+            if tier.successors_wanted:
+                tier.use_guesses(table)
+
     def draft(
         self,
         context: Sequence[int],
@@ -70,30 +82,36 @@ class Drafter:
         max_depth: int,
         per_tier: bool = False,
         vocab_size: int | None = None,
-    ) -> DraftTree:
-        """A trie rooted at the newest context token with at most `budget` draft tokens.
+        ask: Ask | None = None,
+    ) -> tuple[DraftTree, tuple[TierLookup, ...]]:
+        """A trie rooted at the newest context token with at most `budget` draft tokens, and each
+        tier asked with its time.
 
         With `per_tier`, every tier may add `budget` tokens of its own (candidates for a policy that
         keeps only the nodes worth verifying); otherwise a tier gets what the tiers before it left.
+        `ask` decides, before every tier but the first, whether to ask it (None: ask every tier).
         With `vocab_size`, a draft token outside 0..vocab_size - 1 is refused, naming its tier: the
         model could not read it (on CUDA, a device-side assert that leaves the GPU unusable).
         """
         tree = DraftTree(root=context[-1])
+        lookups: list[TierLookup] = []
         if max_depth <= 0:
-            return tree
+            return tree, ()
         for tier in self.tiers:
             left = budget if per_tier else budget - tree.n_drafted
             if left <= 0:
                 break
-            proposals = tier.propose(context, left)
-            before = len(tree)
-            for p in proposals:
+            if lookups and ask is not None and not ask(tier, tree, context):
+                continue
+            start, before = time.perf_counter(), len(tree)
+            for p in tier.propose(context, left):
                 left -= tree.add(p.tokens, tier.tier, left, max_depth, p.key_length, p.source, p.confidence)
                 if left <= 0:
                     break
+            lookups.append(TierLookup(tier.tier, time.perf_counter() - start, len(tree) - before))
             if vocab_size is not None:
                 check_tokens(tier, tree.tokens[before:], vocab_size)  # what the model will read
-        return tree
+        return tree, tuple(lookups)
 
 
 def check_tokens(tier: DraftTier, tokens: Sequence[int], vocab_size: int) -> None:

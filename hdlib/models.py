@@ -32,6 +32,7 @@ from hdlib.cpu import prepack as prepack_linears
 from hdlib.errors import HDError
 from hdlib.packaged import PACKAGED, packaged_folder
 from hdlib.tiers.base import DraftTier, Tier
+from hdlib.verifier import context_length
 
 DEFAULT_MODEL = "smollm2-135m"
 
@@ -268,7 +269,7 @@ def load_model(
         source=str(source),
         device=chosen_device,
         eos_token_ids=_eos_token_ids(model.config, getattr(model, "generation_config", None), tokenizer),
-        context_length=int(model.config.max_position_embeddings),
+        context_length=context_length(model),
         fingerprint=tokenizer_fingerprint(tokenizer),
     )
 
@@ -292,7 +293,7 @@ def load_text(name_or_path: str = DEFAULT_MODEL) -> ModelText:
         name=name_or_path,
         source=str(source),
         eos_token_ids=_eos_token_ids(config, generation_config, tokenizer),
-        context_length=int(config.max_position_embeddings),
+        context_length=context_length(config),
         fingerprint=tokenizer_fingerprint(tokenizer),
     )
 

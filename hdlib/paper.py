@@ -2,7 +2,7 @@
 code base inside the Spec-Bench harness), as a drafter for hdlib's engine: so that what each of
 hdlib's changes buys can be measured against it, on the same verifier.
 
-Each step, as their code does it (../shared/HD_NOTES.md): the context store and the model database
+Each step, as their code does it: the context store and the model database
 are keyed by the newest token, the statistics by the newest two tokens, else the newest one; every
 draft is 4 tokens (n-grams of 5); the context store keeps at most 7 continuations per key, the
 least recently seen dropped; at most 7 drafts in all, the tiers asked in order until there are 7;
@@ -24,15 +24,17 @@ whole), and their first sampled step's bias (hdlib's verifier is lossless when s
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from hdlib.databases import load_tier, opened
-from hdlib.drafter import Drafter, check_tokens
+from hdlib.drafter import Ask, Drafter, check_tokens
 from hdlib.modeldb import default_model_db_path
 from hdlib.models import LoadedModel
 from hdlib.tiers import DraftTier, ModelSettings, ModelTier, StatisticsSettings, StatisticsTier, Tier
 from hdlib.tiers.base import Draft
+from hdlib.trace import TierLookup
 from hdlib.tree import DraftTree
 from hdlib.window import LookaheadWindow, NGramPool, WindowSettings
 
@@ -109,44 +111,57 @@ class PaperDrafter(Drafter):
         self.settings = settings or PaperSettings()
 
     def draft(
-        self, context: Sequence[int], budget: int, max_depth: int, per_tier: bool = False, vocab_size: int | None = None
-    ) -> DraftTree:
-        """As `Drafter.draft`, the authors' way: `choose`'s drafts laid out in order (`per_tier` aside:
-        their tiers share one count of drafts)."""
+        self,
+        context: Sequence[int],
+        budget: int,
+        max_depth: int,
+        per_tier: bool = False,
+        vocab_size: int | None = None,
+        ask: Ask | None = None,
+    ) -> tuple[DraftTree, tuple[TierLookup, ...]]:
+        """As `Drafter.draft`, the authors' way: `choose`'s drafts laid out in order (`per_tier` and
+        `ask` aside: their tiers share one count of drafts, asked until it is reached)."""
         s = self.settings
         tree = DraftTree(root=context[-1])
         left = min(budget, s.budget)
-        for tier, draft in self.choose(context):
+        chosen, seconds = self.choose(context)
+        added: dict[Tier, int] = dict.fromkeys(seconds, 0)
+        for tier, draft in chosen:
             if left <= 0 or max_depth <= 0:
                 break
             before = len(tree)
-            left -= tree.add(draft, tier.tier, left, max_depth, merge=s.trie)
+            new = tree.add(draft, tier.tier, left, max_depth, merge=s.trie)
+            left, added[tier.tier] = left - new, added[tier.tier] + new
             if vocab_size is not None:
                 check_tokens(tier, tree.tokens[before:], vocab_size)
-        return tree
+        return tree, tuple(TierLookup(tier, seconds[tier], added[tier]) for tier in seconds)
 
-    def choose(self, context: Sequence[int]) -> list[tuple[DraftTier, Draft]]:
-        """The step's drafts in the order they are laid out, each with its tier."""
+    def choose(self, context: Sequence[int]) -> tuple[list[tuple[DraftTier, Draft]], dict[Tier, float]]:
+        """The step's drafts in the order they are laid out, each with its tier; and the seconds of
+        each tier's lookup (the tiers asked)."""
         s = self.settings
         chosen: list[tuple[DraftTier, Draft]] = []
         seen: set[Draft] = set()
+        seconds: dict[Tier, float] = {}
         for tier in self.tiers:
             want = s.max_drafts - len(chosen)
             if want <= 0:
                 break
+            start = time.perf_counter()
             found = [tuple(d[: s.draft_len]) for d in tier.lookup(context, s.per_key * s.draft_len)]
+            seconds[tier.tier] = time.perf_counter() - start
             if s.mend:
                 found = [d for d in dict.fromkeys(found) if d not in seen]
             least_frequent = tier is self.model and chosen and not s.mend  # their defect
             for draft in found[-want:] if least_frequent else found[:want]:
                 chosen.append((tier, draft))
                 seen.add(draft)
-        return chosen
+        return chosen, seconds
 
 
 # The authors' keys: the newest token for the model database, the newest two, else one, for the
 # statistics; continuations of 4 tokens.
-PAPER_MODEL = ModelSettings(max_key=1, min_key=1, per_key=PaperSettings().per_key, recycle_width=0)
+PAPER_MODEL = ModelSettings(max_key=1, min_key=1, per_key=PaperSettings().per_key)
 PAPER_STATISTICS = StatisticsSettings(max_key=2, min_key=1, draft_len=PaperSettings().draft_len, fill=False)
 
 def paper_drafter(lm: LoadedModel, settings: PaperSettings | None = None) -> PaperDrafter:

@@ -10,10 +10,22 @@ from __future__ import annotations
 
 import html
 from collections.abc import Mapping, Sequence
+from typing import Protocol
 
 from hdlib.tiers.base import Tier
 
 Legend = Sequence[tuple[Tier, int]]  # (tier, tokens), the bonus token last
+
+
+class TierRow(Protocol):
+    """What a tier did in a generation (`hdlib.trace.TierStats`)."""
+
+    tier: Tier
+    credited: int
+    alone: int
+    shared: int
+    asked: int
+    lookup_s: float
 
 
 def ansi(color: str) -> str:
@@ -68,3 +80,13 @@ def headline(tokens: int, steps: int, mat: float) -> str:
 def rounding_note(dtype: str) -> str:
     """Why, in half precision, HD's greedy output may differ from plain decoding's."""
     return f"in {dtype} the tree pass rounds otherwise than the one-token pass, so near-ties of the argmax can flip"
+
+
+def tiers_text(rows: Sequence[TierRow], steps: int) -> list[str]:
+    """Two lines under a generation: each tier's accepted tokens drafted alone and shared with another
+    tier; and the steps it was asked in with its drafting time per step asked."""
+    drafted = ", ".join(f"{r.tier.name} {r.alone} alone, {r.shared} shared" for r in rows)
+    asked = ", ".join(
+        f"{r.tier.name} {r.asked}" + (f" ({1e3 * r.lookup_s / r.asked:.2f} ms each)" if r.asked else "") for r in rows
+    )
+    return [f"accepted tokens drafted by one tier or several: {drafted}", f"asked in {steps} steps: {asked}"]

@@ -9,6 +9,7 @@ step time. How they are shown (colours, legends) is `hdlib.presentation`'s.
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field, fields
@@ -40,6 +41,36 @@ class StepTimes:
         return self.total - self.forward
 
 
+class PhaseClock:
+    """The seconds of one step's phases: each `lap` charges the time since the last lap (or since
+    the clock was made) to a phase. The verifier times tree building and the forward pass apart
+    inside its own phase; `times` splits them."""
+
+    def __init__(self) -> None:
+        self.seconds = {name: 0.0 for name in ("draft", "verify", "accept", "update", "policy")}
+        self._last = time.perf_counter()
+
+    def lap(self, phase: str) -> None:
+        now = time.perf_counter()
+        self.seconds[phase] += now - self._last
+        self._last = now
+
+    def times(self, tree_s: float) -> StepTimes:
+        """The step's `StepTimes`, `tree_s` of the verify phase spent building the tree's tensors."""
+        s = self.seconds
+        return StepTimes(s["draft"], tree_s, s["verify"] - tree_s, s["accept"], s["update"], s["policy"])
+
+
+@dataclass(frozen=True)
+class TierLookup:
+    """A tier asked in one step: how long it took (its lookup and its drafts' insertion into the
+    trie) and how many new nodes it added. A tier the step did not ask has none."""
+
+    tier: Tier
+    seconds: float
+    added: int
+
+
 @dataclass(frozen=True)
 class Step:
     index: int
@@ -61,6 +92,7 @@ class Step:
     choice_probs: tuple[float, ...] | None = None
     accept_probs: tuple[float | None, ...] | None = None
     window: int = 0  # tokens of a Lookahead window that rode in the pass beside the tree
+    lookups: tuple[TierLookup, ...] = ()  # the tiers asked, in the order asked (a skipped tier has none)
 
     def rejected(self) -> list[int]:
         """The nodes the model was asked about and refused: tried (their parent reached), not accepted."""
@@ -72,6 +104,28 @@ class Step:
     @property
     def n_accepted_drafts(self) -> int:
         return sum(t != BONUS for t in self.tiers)
+
+    @property
+    def asked(self) -> tuple[Tier, ...]:
+        """The tiers this step asked, in order."""
+        return tuple(lookup.tier for lookup in self.lookups)
+
+    def accepted_proposers(self) -> list[frozenset[Tier]]:
+        """Per accepted draft token, every tier that drafted it (the first of them is credited with it)."""
+        return [self.tree.proposing_tiers(node) for node in self.accepted_nodes[1 : 1 + self.n_accepted_drafts]]
+
+
+@dataclass(frozen=True)
+class TierStats:
+    """What one tier did in a generation. A token two tiers drafted is credited to the first in
+    order; `alone` and `shared` say how many of the tokens a tier drafted another tier drafted too."""
+
+    tier: Tier
+    credited: int  # emitted draft tokens credited to it
+    alone: int  # emitted draft tokens it drafted and no other tier did
+    shared: int  # emitted draft tokens it drafted and another tier did too (credited to it or not)
+    asked: int  # steps it was asked in (the hierarchy skips a tier where asking it does not pay)
+    lookup_s: float  # seconds it spent drafting, over the steps it was asked in
 
 
 class StopReason(str, Enum):
@@ -144,6 +198,24 @@ class Generation:
         counts = self.tier_counts
         return [(t, counts.get(t, 0)) for t in [*self.tier_order, BONUS]]
 
+    def tier_stats(self) -> list[TierStats]:
+        """Per tier of the generation, in order: its credited tokens, the tokens it drafted alone and
+        with another tier, the steps it was asked in, and its drafting time."""
+        alone: Counter[Tier] = Counter()
+        shared: Counter[Tier] = Counter()
+        asked: Counter[Tier] = Counter()
+        seconds: Counter[Tier] = Counter()
+        for s in self.steps:
+            for proposers in s.accepted_proposers():
+                (alone if len(proposers) == 1 else shared).update(proposers)
+            for lookup in s.lookups:
+                asked[lookup.tier] += 1
+                seconds[lookup.tier] += lookup.seconds
+        credited = self.tier_counts
+        return [
+            TierStats(t, credited.get(t, 0), alone[t], shared[t], asked[t], seconds[t]) for t in self.tier_order
+        ]
+
     @property
     def step_time(self) -> StepTimes:
         """Total seconds per phase over all steps."""
@@ -167,6 +239,8 @@ class Generation:
             "tokens_per_s": round(self.tokens_per_s, 2),
             "overhead_frac": round(self.overhead_frac, 4),
             "tiers": {t.name: n for t, n in self.legend()},
+            "drafted alone / shared": {r.tier.name: f"{r.alone} / {r.shared}" for r in self.tier_stats()},
+            "steps asked": {r.tier.name: r.asked for r in self.tier_stats()},
             "stop_reason": StopReason(self.stop_reason).value,
             **(
                 {"temperature": self.temperature, "seed": self.seed, "sampling_rule": self.sampling_rule}

@@ -154,6 +154,10 @@ class DraftTree:
         """How many tiers (or parts of one) besides the first also drafted this node."""
         return max(len(self.proposers[node]) - 1, 0)
 
+    def proposing_tiers(self, node: int) -> frozenset[Tier]:
+        """Every tier that drafted this node (its parts merged: a tier fed by a window is one tier)."""
+        return frozenset(tier for tier, _ in self.proposers[node] if tier is not None)
+
     def sibling_rank(self, node: int) -> int:
         """0 for the first child its parent got, 1 for the second, ... (the root: 0)."""
         parent = self.parents[node]

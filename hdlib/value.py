@@ -6,7 +6,7 @@ its kind achieved: its tier (and the part of the tier that drafted it), the tier
 it (a corpus share, the model's probability when it was recycled), its depth in its draft, the
 length of the context suffix its draft was matched on, and its rank among its siblings; and the
 model's own opinion of the token, from what it predicted the last time it saw the token before
-(`hdlib.tiers.recycling.Successors`, kept by the policy from every verification pass). A node's
+(`hdlib.tiers.guesses.Successors`, the table the decoding loop keeps from every pass). A node's
 path probability, the product of those estimates from the root down, is the probability that it is
 accepted, so the expected tokens of a step that verifies the node set T are
 
@@ -17,7 +17,11 @@ probabilities form a tree (ties go to the earlier node, and parents precede chil
 verifies the n that maximise E - r forward(1 + n) under the measured forward time, r being the
 tokens per second the generation has been achieving (at the first step, E / forward(1 + n)): a
 token drafted is worth the time it costs only at the rate the rest of the text is made. n = 0 is
-a plain step. A lower tier's drafts thus enter only where they are expected to pay.
+a plain step. A lower tier's drafts thus enter only where they are expected to pay, and a lower
+tier is asked only where asking it is expected to pay for its lookup (`hdlib.gate`, the hierarchy):
+before each tier after the first, the gate weighs what the tier has added in steps whose tree so far
+was as likely as this one's against its lookup time, at the generation's rate. That rate, tokens per
+second, counts the forward time of the profile and the host time the steps measured.
 
 A Lookahead window (`hdlib.window`, an option of the context tier) adds its W (N - 1) tokens to a
 pass; forward(1 + n) becomes forward(1 + W (N - 1) + n) in the passes it rides in, and it rides only
@@ -50,18 +54,19 @@ import numpy as np
 
 from hdlib.errors import HDError
 from hdlib.forward_time import ForwardProfile
+from hdlib.gate import RETRY_SHORTEST, Retry, TierGate
 from hdlib.paths import cache_dir
 from hdlib.store import write_text_atomic
-from hdlib.tiers.base import ModelGuesses, token_before_newest
-from hdlib.tiers.recycling import Successors
+from hdlib.tiers.base import DraftTier, token_before_newest
+from hdlib.tiers.guesses import Successors
 from hdlib.trace import Step
 from hdlib.tree import DraftTree
 from hdlib.window import WINDOW_SOURCE
 
 CANDIDATES = 16  # draft tokens each tier may propose per step, before the ranking keeps the best
 # A Lookahead window left out of this many passes rides in the next, to be measured anew; each time
-# it still does not pay, the wait doubles (up to WINDOW_EXPLORE_MAX), as on a CPU it seldom pays.
-WINDOW_EXPLORE, WINDOW_EXPLORE_MAX = 16, 256
+# it still does not pay, the wait doubles (`hdlib.gate.Retry`), as on a CPU it seldom pays.
+WINDOW_EXPLORE = RETRY_SHORTEST
 DEFAULT_PRIOR = 0.3  # acceptance of a kind never seen, on any model: optimistic enough to be tried
 
 
@@ -192,6 +197,46 @@ def path_probabilities(tree: DraftTree, model: AcceptanceModel, kinds: list[tupl
     return probs
 
 
+class TreeEstimates:
+    """The estimates of a tree while it is drafted: each node's kinds and its acceptance once its
+    parent is accepted, computed once per node as the tiers add nodes; a node that another tier has
+    drafted too since (its agreement grew) is estimated again."""
+
+    def __init__(self, tree: DraftTree, model: AcceptanceModel, memory: Successors, before_root: int) -> None:
+        self.tree, self.model, self.memory = tree, model, memory
+        self.before = [before_root]  # the token before each node
+        self.kinds: list[tuple[Hashable, ...]] = [()]
+        self.conditional = [1.0]
+        self._agreement = [0]
+
+    def _estimate(self, node: int) -> None:
+        tree = self.tree
+        parent = tree.parents[node]
+        opinion = self.memory.probability(tree.tokens[node], tree.tokens[parent], self.before[parent])
+        kinds = node_kinds(tree, node, opinion)
+        p = self.model.probability(kinds)
+        if node < len(self.kinds):
+            self.kinds[node], self.conditional[node], self._agreement[node] = kinds, p, tree.agreement(node)
+        else:
+            self.before.append(tree.tokens[parent])
+            self.kinds.append(kinds)
+            self.conditional.append(p)
+            self._agreement.append(tree.agreement(node))
+
+    def path_probabilities(self) -> np.ndarray:
+        """(N,) the estimated probability that each node of the tree as it is now is accepted."""
+        tree = self.tree
+        for node in range(1, len(self.kinds)):
+            if tree.agreement(node) != self._agreement[node]:
+                self._estimate(node)
+        for node in range(len(self.kinds), len(tree)):
+            self._estimate(node)
+        probs = list(self.conditional)
+        for node in range(1, len(probs)):  # parents precede children
+            probs[node] *= probs[tree.parents[node]]
+        return np.asarray(probs)
+
+
 def best_size(
     path_probs: np.ndarray, profile: ForwardProfile, rate: float | None = None, extra: int = 0
 ) -> tuple[np.ndarray, int]:
@@ -212,18 +257,24 @@ def best_size(
 
 
 class ValueBudget:
-    """A budget policy that drafts candidates from every tier and verifies the subtree worth most.
+    """A budget policy that drafts candidates from the tiers worth asking and verifies the subtree
+    worth most.
 
-    Used by the decoding loop like any budget policy: `budget` is the candidate budget per tier,
-    `select` keeps the nodes worth verifying (with their estimated path probabilities), `observe`
-    learns from the verified step.
+    Used by the decoding loop like any budget policy: `draft_budget` is the candidate budget per
+    tier, `ask` is the hierarchy's gate before each tier after the first (`gate=False` asks every
+    tier), `select` keeps the nodes worth verifying (with their estimated path probabilities),
+    `observe` learns from the verified step.
     """
 
     per_tier = True  # every tier proposes its own candidates; the ranking decides, not the order alone
     successors_wanted = 8  # the model's top guesses after every node: its opinion of the next drafts
 
     def __init__(
-        self, profile: ForwardProfile, prior: AcceptancePrior | None = None, candidates: int | None = None
+        self,
+        profile: ForwardProfile,
+        prior: AcceptancePrior | None = None,
+        candidates: int | None = None,
+        gate: bool = True,
     ) -> None:
         candidates = CANDIDATES if candidates is None else candidates
         if not isinstance(candidates, int) or candidates < 0:
@@ -232,23 +283,41 @@ class ValueBudget:
         self.prior = prior
         self.candidates = candidates
         self.model = AcceptanceModel(prior.rates() if prior is not None else None)
-        self.successors = Successors(self.successors_wanted)  # the model's opinions (see share_successors)
-        self._tokens, self._seconds = 0.0, 0.0  # decayed sums over the steps: emitted tokens, forward time
+        self.gate = TierGate(self.model.decay) if gate else None
+        self.guesses = Successors(self.successors_wanted)  # the model's opinions: the loop's table (use_guesses)
+        self._tokens, self._seconds = 0.0, 0.0  # decayed sums over the steps: emitted tokens, their time
+        self._estimates: TreeEstimates | None = None  # of the tree being drafted
         self._selected: tuple[DraftTree | None, list[tuple[Hashable, ...]]] = (None, [])  # the tree and its kinds
         # A Lookahead window's worth, decayed like the counts: the draft tokens its n-grams were
         # accepted for, and the passes it rode in (one token per pass at first: it is tried).
         self._window_tokens, self._window_passes = 1.0, 1.0
         self._window = 0  # the window's tokens in the pass being chosen (0: none)
-        self._since_window = 0  # passes since the window last rode in one
-        self._explore = WINDOW_EXPLORE  # passes the window waits, left out, before it rides again
+        self._window_retry = Retry()
         self._last_n = 0  # draft tokens the last pass verified
 
-    def budget(self, context_len: int) -> int:
+    def use_guesses(self, table: Successors) -> None:
+        self.guesses = table
+
+    def draft_budget(self, context_len: int) -> int:
         return self.candidates
 
     def _rate(self) -> float | None:
-        """The tokens per second the generation has been achieving, in the profile's time."""
+        """The tokens per second the generation has been achieving: the profile's forward time and
+        the host time the steps measured."""
         return self._tokens / self._seconds if self._seconds > 0 else None
+
+    def _estimates_of(self, tree: DraftTree, context: Sequence[int]) -> TreeEstimates:
+        known = self._estimates
+        if known is None or known.tree is not tree or known.model is not self.model or known.memory is not self.guesses:
+            self._estimates = TreeEstimates(tree, self.model, self.guesses, token_before_newest(context))
+        return self._estimates
+
+    def ask(self, tier: DraftTier, tree: DraftTree, context: Sequence[int]) -> bool:
+        """Whether asking `tier` pays, with `tree` drafted so far (`hdlib.gate`)."""
+        if self.gate is None:
+            return True
+        expected = float(self._estimates_of(tree, context).path_probabilities()[1:].sum())
+        return self.gate.asks(tier.tier, expected, self._rate())
 
     def run_window(self, size: int) -> bool:
         """Whether a Lookahead window of `size` tokens pays in the next pass: the draft tokens its
@@ -260,11 +329,7 @@ class ValueBudget:
         n = self._last_n
         extra_s = float(self.profile.forward_s(1 + n + size) - self.profile.forward_s(1 + n))
         gain = self._window_tokens / self._window_passes
-        pays = rate is None or gain >= rate * extra_s
-        if pays:
-            self._explore = WINDOW_EXPLORE
-        elif self._since_window >= self._explore:
-            pays, self._explore = True, min(2 * self._explore, WINDOW_EXPLORE_MAX)  # tried again, later next time
+        pays = self._window_retry.decide(rate is None or gain >= rate * extra_s)
         self._window = size if pays else 0
         return pays
 
@@ -272,33 +337,34 @@ class ValueBudget:
         if tree.n_drafted == 0:
             self._selected = (tree, [()])
             return tree, (1.0,)
-        kinds = tree_kinds(tree, self.successors, token_before_newest(context))
-        probs = path_probabilities(tree, self.model, kinds)
+        estimates = self._estimates_of(tree, context)
+        probs = estimates.path_probabilities()
         order, n = best_size(probs, self.profile, self._rate(), self._window)
         kept = np.sort(order[:n])
         verified = tree.subtree(kept.tolist())
-        self._selected = (verified, [kinds[i] for i in [0, *kept.tolist()]])
+        self._selected = (verified, [estimates.kinds[i] for i in [0, *kept.tolist()]])
         return verified, (1.0, *probs[kept].tolist())
-
-    def observe_model(self, guesses: ModelGuesses) -> None:
-        self.successors.observe(guesses)
 
     def observe(self, step: Step) -> None:
         tree, on_path = step.tree, set(step.accepted_nodes)
         # The kinds as `select` saw them (the model's opinion has moved on since).
-        kinds = self._selected[1] if self._selected[0] is tree else tree_kinds(tree, self.successors)
+        kinds = self._selected[1] if self._selected[0] is tree else tree_kinds(tree, self.guesses)
         for node in range(1, len(tree)):
             if tree.parents[node] in on_path:  # its fate was decided: its parent was accepted
                 self.model.observe(kinds[node], node in on_path)
         self.model.next_step()
-        # The generation's recent rate, in the profile's time (the time the choice is made in).
+        if self.gate is not None:
+            self.gate.observe(step)
+        # The generation's recent rate: the profile's forward time (the time the choice is made in)
+        # and the step's host time.
         decay, n = self.model.decay, step.tree.n_drafted
         self._tokens = decay * self._tokens + len(step.tokens)
-        self._seconds = decay * self._seconds + float(self.profile.forward_s(1 + n + step.window))
+        forward = float(self.profile.forward_s(1 + n + step.window))
+        self._seconds = decay * self._seconds + forward + step.times.overhead
         harvested = sum(tree.sources[node] == WINDOW_SOURCE for node in step.accepted_nodes[1:])
         self._window_tokens = decay * self._window_tokens + harvested
         self._window_passes = decay * self._window_passes + (step.window > 0)
-        self._since_window = 0 if step.window else self._since_window + 1
+        self._window_retry.record(step.window > 0)
         self._window, self._last_n = 0, n
 
     def finish(self) -> None:

@@ -41,7 +41,7 @@ from typing import Literal
 
 import numpy as np
 import torch
-from transformers import DynamicCache, PreTrainedModel
+from transformers import DynamicCache, PretrainedConfig, PreTrainedModel
 from transformers.cache_utils import Cache
 
 from hdlib.cache import TreeCache
@@ -103,11 +103,15 @@ def layer_count(model: PreTrainedModel) -> int | None:
     return int(n) if n else None
 
 
-def context_length(model: PreTrainedModel) -> int | None:
-    """The positions the model was trained for, when its config says."""
-    config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
-    n = getattr(config, "max_position_embeddings", None)
-    return int(n) if n else None
+def context_length(model: PreTrainedModel | PretrainedConfig) -> int:
+    """The positions the model (or the model of this config) was trained for: the most tokens a text
+    may have."""
+    config = model if isinstance(model, PretrainedConfig) else model.config
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    n = getattr(text, "max_position_embeddings", None)
+    if not n:
+        raise HDError(f"{type(model).__name__}: its config gives no max_position_embeddings (the context length)")
+    return int(n)
 
 
 def cache_keyword(model: PreTrainedModel) -> str:

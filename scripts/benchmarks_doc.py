@@ -180,7 +180,7 @@ def runs_of(data: Mapping[str, Any]) -> list[Mapping[str, Any]]:
 
 # hdlib bench results (BenchResults.to_json) ------------------------------------------------------
 
-TIER_ORDER = ("context", "model", "statistics")
+TIER_ORDER = ("context", "recycled", "model", "statistics")
 
 
 def tier_shares(metrics: Mapping[str, Any]) -> dict[str, float]:
@@ -231,7 +231,90 @@ def bench_tables(data: Mapping[str, Any]) -> list[str]:
                 continue
             rows = [[code(name), *map(fmt, row)] for name, row in zip(methods, values)]
             out += [f"{label} by task:", table(["method", *tasks], rows)]
-    return [*out, *machine_tables(data)]
+    return [*split_note(data), *out, *tier_tables(data), *machine_tables(data)]
+
+
+def split_note(data: Mapping[str, Any]) -> list[str]:
+    """A run made before the model's recycled guesses were a tier of their own says so: its `model`
+    is the model tier with the recycled guesses in it (run before the per-tier records existed)."""
+    overall = [m["overall"] for m in data["methods"].values()]
+    if any("tiers" in o for o in overall) or not any("model" in (o.get("tier_share") or {}) for o in overall):
+        return []
+    return [
+        "Made before the split: the `model` tier of this run held the model's recycled guesses as well as its "
+        "phrases; they are the `recycled` tier (R) since, and `model` is the phrases alone."
+    ]
+
+
+def tier_tables(data: Mapping[str, Any]) -> list[str]:
+    """Per hdlib method and tier, overall: what it was credited with, what it drafted alone and with
+    another tier, how often it was asked and its drafting time (runs that record them)."""
+    rows = [
+        [
+            code(name) if i == 0 else "",
+            tier,
+            pct(o["tier_share"].get(tier, 0.0)),
+            pct(t["alone"]),
+            pct(t["shared"]),
+            pct(t["asked"]),
+            f2(t["lookup_ms"]),
+        ]
+        for name, m in data["methods"].items()
+        for o in [m["overall"]]
+        for i, (tier, t) in enumerate((o.get("tiers") or {}).items())
+    ]
+    if not rows:
+        return []
+    return [
+        "Per tier, overall: the share of the emitted tokens credited to it (a token several tiers drafted goes "
+        "to the first in order), drafted by it alone, and drafted by it and another tier (credited to it or "
+        "not); the share of steps it was asked in; its drafting milliseconds per step:",
+        table(["method", "tier", "credited", "alone", "shared", "asked", "ms/step"], rows),
+    ]
+
+
+def gate_replay_tables(data: Mapping[str, Any]) -> list[str]:
+    """benchmarks/gate_replay.py: the gate on a fast device's profile, with and without it."""
+    methods = data["methods"]
+    tiers = data["tiers"]
+    rows = [
+        [
+            code(name),
+            f2(m["overall"]["mat"]),
+            f1(m["overall"]["tokens_per_s"]),
+            f2(m["overall"]["host_ms_per_step"]),
+            pct(m["identical_frac"]),
+            *(pct(m["overall"]["asked"][t]) for t in tiers),
+            *(f2(m["overall"]["lookup_ms_per_step"][t]) for t in tiers),
+        ]
+        for name, m in methods.items()
+    ]
+    tasks = list(next(iter(methods.values()))["tasks"])
+    by_task = [
+        [code(name), *(f1(m["tasks"][t]["tokens_per_s"]) for t in tasks)] for name, m in methods.items()
+    ]
+    edges = [0.0, *data["band_edges"]]
+    bands = [f"{a:g}-{b:g}" for a, b in zip(edges, edges[1:])] + [f"{edges[-1]:g}+"]
+    decided = [
+        [d["tier"], bands[d["band"]], count(d["asked"]), count(d["skipped"]),
+         pct(d["asked"] / (d["asked"] + d["skipped"]))]
+        for d in data["gate_decisions"]
+    ]  # fmt: skip
+    return [
+        f"Settings: {data['model']}, {data['questions']} questions, {data['max_new_tokens']} new tokens per turn, "
+        f"a flat profile of {data['pass_ms']:g} ms a pass; the tiers {', '.join(tiers)}. With the gate "
+        f"`hd` makes {x(data['gate_speedup'])} the tokens per second of `hd+ask-all` in that clock.",
+        table(
+            ["method", "MAT", "tokens/s", "host ms/step", "identical to ar",
+             *(f"{t} asked" for t in tiers), *(f"{t} ms/step" for t in tiers)],
+            rows,
+        ),  # fmt: skip
+        "Tokens per second by task:",
+        table(["method", *tasks], by_task),
+        "Where the gate decided (`hd`): per tier after the first, the steps it was asked in and skipped in, by "
+        "the expected accepted tokens of the tree drafted before it:",
+        table(["tier", "tree so far", "asked", "skipped", "asked share"], decided),
+    ]
 
 
 def id_ranges(ids: Iterable[int]) -> str:
@@ -729,11 +812,26 @@ shared the machine with the test suite and other measurements.""",
         lambda data: [*bench_tables(data), *mat_ranking(data)],
     ),
     Section(
+        "The hierarchy: which tiers are asked",
+        """`hd` asks its tiers in order (context, the model's recycled guesses, the model's phrases, the
+statistics) and, before each tier after the first, asks it only where its accepted tokens in steps
+like this one pay for its lookup time at the generation's rate (`hdlib.gate`, docs/architecture.md);
+`hd+ask-all` asks every tier at every step, as the engine did before the gate; `hd:C` is the context
+tier alone. On a CPU a token costs tens of milliseconds and a lookup a fraction of one, so the gate
+asks nearly every tier nearly always. `gate_replay.json` (`benchmarks/gate_replay.py`) decodes the same
+questions again on the same CPU with the policy seeing a fast device's flat forward-time profile,
+each step's time counted as that profile's forward time plus the host time measured: there a lookup
+is worth a larger share of a token, and the table says where the gate skips.""",
+        ("hierarchy.json", "gate_replay.json"),
+        lambda data: gate_replay_tables(data) if "gate_decisions" in data else bench_tables(data),
+    ),
+    Section(
         "The 15 tier orders at one fixed budget",
-        """Every ordered non-empty subset of the three tiers (C context, M model, S statistics) at a fixed
-budget of 16 draft tokens per step, filled tier by tier in the order given: a tier gets what the
-tiers before it left (`hdlib bench --methods hd:all-orders@16`). This is the paper's order
-ablation; notebook 04 loads the EPYC file, draws it and ranks its orders against the paper's.""",
+        """Every ordered non-empty subset of the paper's three databases (C context, M the model's phrases,
+S statistics) at a fixed budget of 16 draft tokens per step, filled tier by tier in the order given:
+a tier gets what the tiers before it left (`hdlib bench --methods hd:all-orders@16`). This is the
+paper's order ablation; runs since the split add orders with the model's recycled guesses (R).
+Notebook 04 loads the newest file, draws it and ranks its orders against the paper's.""",
         ("orders_at_16.json",),
         bench_tables,
     ),

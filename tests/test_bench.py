@@ -216,8 +216,14 @@ def test_results_have_the_specified_schema(results):
         assert set(per) == {"overall", "tasks"}
         assert list(per["tasks"]) == ["mt_bench", "translation", "rag"]  # Spec-Bench's task order
         for metrics in [per["overall"], *per["tasks"].values()]:
-            assert set(metrics) == METRIC_KEYS
+            assert set(metrics) == METRIC_KEYS | ({"tiers"} if "tiers" in metrics else set())
             assert all(isinstance(metrics[k], float) for k in METRIC_KEYS - {"tier_share"})
+            for tier in metrics.get("tiers", {}).values():  # hdlib's methods: what each tier drafted, and when
+                assert set(tier) == {"alone", "shared", "asked", "lookup_ms"}
+                assert all(isinstance(v, float) and v >= 0 for v in tier.values())
+    assert set(results["methods"]["hd:C"]["overall"]["tiers"]) == {"context"}
+    assert results["methods"]["hd:C"]["overall"]["tiers"]["context"]["asked"] > 0.9  # every step with room
+    assert "tiers" not in results["methods"]["hf"]["overall"]
     json.dumps(results, allow_nan=False)
 
 

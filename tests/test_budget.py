@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from tiny import tiny_llama
 
-from hdlib.budget import FixedBudget
+from hdlib.budget import MAX_FIXED_BUDGET, FixedBudget
 from hdlib.errors import HDError
 from hdlib.forward_time import ForwardProfile
 
@@ -22,10 +22,15 @@ def test_forward_time_is_interpolated_and_extended_beyond_the_measured_counts():
     assert np.isnan(CPU_LIKE.forward_s(np.nan))
 
 
-def test_fixed_budget_rejects_negative_values():
-    assert FixedBudget(0).budget(5) == 0
+def test_fixed_budget_rejects_negative_values_and_more_than_a_tree_can_usefully_hold():
+    assert FixedBudget(0).draft_budget(5) == 0
+    assert FixedBudget(MAX_FIXED_BUDGET).draft_budget(5) == MAX_FIXED_BUDGET
     with pytest.raises(HDError):
         FixedBudget(-1)
+    with pytest.raises(HDError, match=f"more than a draft tree can usefully hold: at most {MAX_FIXED_BUDGET}"):
+        FixedBudget(MAX_FIXED_BUDGET + 1)
+    with pytest.raises(HDError, match="at most"):
+        FixedBudget(100_000)
 
 
 def test_the_forward_profile_times_a_grid_of_k_and_interpolates_between(monkeypatch):

@@ -18,7 +18,7 @@ from hdlib.budget import FixedBudget
 from hdlib.decoding import DecodeSettings, run
 from hdlib.drafter import Drafter
 from hdlib.errors import HDError
-from hdlib.tiers import ContextTier
+from hdlib.tiers import ContextTier, RecycledTier
 from hdlib.tiers.base import Draft, DraftTier, Tier
 
 MODELS = {"llama": tiny_llama, "gemma3": tiny_gemma3}
@@ -217,7 +217,7 @@ def test_the_context_tier_in_a_loop_stays_lossless():
 # --- 11. a model with no model database ----------------------------------------------------------
 
 
-def test_a_missing_model_database_leaves_the_recycled_part_and_says_once_how_to_build_it(capsys, tmp_path, monkeypatch):
+def test_a_missing_model_database_drafts_nothing_and_says_once_how_to_build_it(capsys, tmp_path, monkeypatch):
     from types import SimpleNamespace
 
     from hdlib.databases import load_tier
@@ -229,8 +229,10 @@ def test_a_missing_model_database_leaves_the_recycled_part_and_says_once_how_to_
     assert said.count("\n") == 1 and "no model database for '/some/folder'" in said
     assert "build the database with: hdlib build-db model --model /some/folder" in said
     assert load_tier(Tier.MODEL, lm) is tier and capsys.readouterr().err == ""  # opened once, said once
-    # It still drafts what the model itself predicted, and the answer is plain greedy's.
+    # The model's recycled guesses are a tier of their own: with them, the answer is plain greedy's.
     want = plain(model("llama"), 40)
-    got = run(model("llama"), PROMPT, Drafter([tier]), DecodeSettings(max_new_tokens=40), (), FixedBudget(8))
+    drafter = Drafter([tier, RecycledTier()])
+    got = run(model("llama"), PROMPT, drafter, DecodeSettings(max_new_tokens=40), (), FixedBudget(8))
     assert got.tokens == want
-    assert any(s.tree.sources[n] == "recycled" for s in got.steps for n in s.accepted_nodes[1:])
+    assert all(s.tree.tiers[n] == Tier.RECYCLED for s in got.steps for n in range(1, len(s.tree)))
+    assert any(s.n_accepted_drafts for s in got.steps)

@@ -19,6 +19,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("errors", "paths"),  # no hdlib imports at all
     ("store", "suffix", "ngram", "window", "sharegpt", "specbench"),  # files, indexes, Lookahead window, data
     ("corpus", "cpu", "packaged"),  # a corpus tokenized; the CPU's prepacked layers; the packaged models' files
+    ("tiers.guesses",),  # what the model said after each node, and the table that keeps it
     ("tiers.base",),  # the tier interface and the tiers' names
     ("tiers.recycling",),
     ("tiers.context", "tiers.model", "tiers.statistics"),
@@ -29,6 +30,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("budget",),  # the budget policies: no torch, no model
     ("verifier",),
     ("forward_time", "drafter", "models", "divergence"),  # divergence: where two answers part, and why
+    ("gate",),  # the hierarchy: whether asking the next tier pays
     ("value",),  # the value-ranked budget: weighs each node's estimated acceptance against the forward time
     ("answerers",),  # who writes the model database's answers: transformers, vLLM, a server
     ("modeldb", "statsdb"),  # the offline databases' builders

@@ -22,7 +22,7 @@ from hdlib.choices import TOP_BLOCK, SoftmaxBuffer, model_choices, settle_ties, 
 from hdlib.decoding import Decoder, DecodeSettings, run
 from hdlib.drafter import Drafter
 from hdlib.forward_time import flat_profile
-from hdlib.tiers import ContextTier, ModelTier, Tier
+from hdlib.tiers import ContextTier, RecycledTier, Successors, Tier
 from hdlib.value import ValueBudget
 
 READS = frozenset({"item", "tolist", "cpu", "numpy", "__bool__", "__int__", "__float__", "__index__"})
@@ -66,7 +66,7 @@ def reads_per_step(decoder: Decoder) -> list[list[str]]:
 def test_a_greedy_step_reads_from_the_device_at_most_twice(name, budget):
     m = model(name)
     truth = list(PROMPT) + run(m, PROMPT, None, DecodeSettings(max_new_tokens=40)).tokens
-    tiers = [ContextTier(), OracleTier(truth, VOCAB, seed=3, tier=Tier.STATISTICS), ModelTier.recycling_only()]
+    tiers = [ContextTier(), OracleTier(truth, VOCAB, seed=3, tier=Tier.STATISTICS), RecycledTier()]
     decoder = Decoder(m, PROMPT, Drafter(tiers), DecodeSettings(max_new_tokens=40), budget=FixedBudget(budget))
     per_step = reads_per_step(decoder)
     assert len(per_step) >= 3
@@ -77,7 +77,7 @@ def test_a_greedy_step_reads_from_the_device_at_most_twice(name, budget):
 def test_the_value_tree_step_reads_at_most_twice_too():
     m = model("llama")
     truth = list(PROMPT) + run(m, PROMPT, None, DecodeSettings(max_new_tokens=40)).tokens
-    tiers = [ContextTier(), OracleTier(truth, VOCAB, seed=5, tier=Tier.STATISTICS), ModelTier.recycling_only()]
+    tiers = [ContextTier(), OracleTier(truth, VOCAB, seed=5, tier=Tier.STATISTICS), RecycledTier()]
     decoder = Decoder(
         m, PROMPT, Drafter(tiers), DecodeSettings(max_new_tokens=40), budget=ValueBudget(flat_profile([0.01] * 64))
     )
@@ -144,13 +144,14 @@ def test_the_softmax_buffer_gives_the_same_choices_and_is_kept():
 
 def test_step_times_name_every_phase():
     m = model("llama")
-    tiers = [ContextTier(), ModelTier.recycling_only()]
+    tiers = [ContextTier(), RecycledTier()]
     gen = run(m, PROMPT, Drafter(tiers), DecodeSettings(max_new_tokens=12), budget=ValueBudget(flat_profile()))
     for step in gen.steps:
         t = step.times
         assert t.policy > 0 and t.draft > 0 and t.forward > 0 and t.accept > 0 and t.update > 0
         assert t.total == pytest.approx(t.draft + t.tree + t.forward + t.accept + t.update + t.policy)
-    assert Tier.MODEL in gen.tier_order
+    assert Tier.RECYCLED in gen.tier_order
+    assert [x.tier for x in gen.steps[0].lookups] == [Tier.CONTEXT, Tier.RECYCLED]
 
 
 def test_records_and_recycled_guesses_agree_with_acceptance_on_ties():
@@ -160,18 +161,42 @@ def test_records_and_recycled_guesses_agree_with_acceptance_on_ties():
     m = tiny_llama()
     with torch.no_grad():
         m.lm_head.weight[:] = m.lm_head.weight[0].clone()
-    recycled = ModelTier.recycling_only()
+    recycled = RecycledTier()
     gen = run(m, PROMPT, Drafter([ContextTier(), recycled]), DecodeSettings(max_new_tokens=12), budget=FixedBudget(8))
     assert gen.tokens == [0] * 12
     for step in gen.steps:
         assert [step.choices[n] for n in step.accepted_nodes] == list(step.tokens)
-    assert recycled.successors.guesses(0)[1][0][0] == 0
+    assert recycled.table.guesses(0)[1][0][0] == 0
 
 
-def test_the_model_tier_and_the_value_tree_share_one_table():
+class CountingTable(Successors):
+    """The generation's table, counting the passes it takes (the loop's, made by the test's hook)."""
+
+    made: list[CountingTable] = []
+
+    def __init__(self, width: int = 8) -> None:
+        super().__init__(width)
+        self.passes = 0
+        CountingTable.made.append(self)
+
+    def observe(self, guesses):
+        self.passes += 1
+        super().observe(guesses)
+
+
+def test_the_loop_keeps_one_table_of_the_models_guesses_for_the_recycled_tier_and_the_value_tree(monkeypatch):
+    """One table per generation, filled once per pass, handed to every reader: no reader keeps a
+    second one, and no pass is counted twice."""
+    import hdlib.decoding
+
+    monkeypatch.setattr(hdlib.decoding, "Successors", CountingTable)
+    CountingTable.made.clear()
     m = model("llama")
-    tier, policy = ModelTier.recycling_only(), ValueBudget(flat_profile())
-    assert tier.successors is not policy.successors
+    tier, policy = RecycledTier(), ValueBudget(flat_profile())
     gen = run(m, PROMPT, Drafter([ContextTier(), tier]), DecodeSettings(max_new_tokens=16), budget=policy)
-    assert tier.successors is policy.successors and len(tier.successors.table) > 0
-    assert len(gen.tokens) == 16
+    [table] = CountingTable.made
+    assert tier.table is table and policy.guesses is table and len(table.table) > 0
+    assert table.passes == len(gen.steps)
+    again = run(m, PROMPT, Drafter([ContextTier(), tier]), DecodeSettings(max_new_tokens=16), budget=policy)
+    assert len(CountingTable.made) == 2 and tier.table is CountingTable.made[1]  # a new one per generation
+    assert again.tokens == gen.tokens

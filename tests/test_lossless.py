@@ -145,51 +145,61 @@ PROFILES = {"flat": flat_profile(), "cpu": ForwardProfile(tuple([1.0] + [1.5 + 0
 @given(
     name=st.sampled_from(sorted(MODELS)),
     prompt=prompts,
-    order=st.sampled_from(["CO", "OC", "CR", "RC", "ROC", "R"]),
+    order=st.sampled_from(["CO", "OC", "CR", "RC", "ROC", "R", "CRMO", "MRC"]),
     profile=st.sampled_from(sorted(PROFILES)),
     candidates=st.integers(0, 24),
     max_new=st.integers(1, 40),
     seed=st.integers(0, 1000),
+    gate=st.booleans(),
 )
-def test_the_value_ranked_tree_and_the_recycling_model_tier_equal_plain_greedy(
-    name, prompt, order, profile, candidates, max_new, seed
+def test_the_value_ranked_tree_its_gate_and_the_recycled_tier_equal_plain_greedy(
+    name, prompt, order, profile, candidates, max_new, seed, gate
 ):
-    """R is the model tier with no phrases: only what it recycles from the model's own logits."""
+    """R drafts only what the model's own logits said in earlier passes; M a few phrases; with the
+    gate, a tier after the first is asked only where it pays (on the flat profile, often not)."""
     import numpy as np
 
-    from hdlib.tiers.model import ModelTier
+    from hdlib.tiers import ModelTier, RecycledTier
 
     want = plain(name, prompt, max_new)
     truth = list(prompt) + want
     make = {
         "C": lambda: ContextTier(),
         "O": lambda: OracleTier(truth, VOCAB, seed, tier=Tier.STATISTICS),
-        "R": lambda: ModelTier(np.array([[VOCAB - 1] * 3]), np.array([1])),
+        "R": lambda: RecycledTier(),
+        "M": lambda: ModelTier(np.array([[5, 6, 7], [6, 7, 8]]), np.array([2, 1])),
     }
     drafter = Drafter([make[c]() for c in order])
-    policy = ValueBudget(PROFILES[profile], candidates=candidates)
+    policy = ValueBudget(PROFILES[profile], candidates=candidates, gate=gate)
     got = run(model(name), prompt, drafter, DecodeSettings(max_new_tokens=max_new), (), policy)
     assert got.tokens == want
+    order_asked = [t.tier for t in drafter.tiers]
+    generated = 0
     for step in got.steps:
         assert step.estimates is not None and len(step.estimates) == len(step.tree) and step.estimates[0] == 1.0
         assert all(0 <= e <= 1 for e in step.estimates)
         assert list(step.tiers[:-1]) == [step.tree.tiers[n] for n in step.accepted_nodes[1 : len(step.tiers)]]
+        # The first tier is asked at every step with room for a draft; without the gate every tier is.
+        if candidates > 0 and max_new - generated > 1:
+            assert step.asked[0] == order_asked[0] and set(step.asked) <= set(order_asked)
+            assert gate or list(step.asked) == order_asked
+        else:
+            assert step.asked == ()
+        generated += len(step.tokens)
 
 
 @pytest.mark.parametrize("name", sorted(MODELS))
-def test_the_model_tier_recycles_the_models_own_guesses(name):
-    import numpy as np
-
-    from hdlib.tiers.model import ModelTier
+def test_the_recycled_tier_drafts_the_models_own_guesses(name):
+    from hdlib.tiers import RecycledTier
 
     prompt = (5, 6, 7, 8, 9) * 3
     want = plain(name, prompt, 40)
-    tier = ModelTier(np.array([[VOCAB - 1] * 3]), np.array([1]))  # no phrase matches: only recycling
+    tier = RecycledTier()
     got = run(model(name), prompt, Drafter([tier]), DecodeSettings(max_new_tokens=40), (), ValueBudget(flat_profile()))
     assert got.tokens == want
-    recycled = [n for s in got.steps for n in s.accepted_nodes[1:] if s.tree.sources[n] == "recycled"]
+    recycled = [n for s in got.steps for n in s.accepted_nodes[1:] if s.tree.tiers[n] == Tier.RECYCLED]
     assert len(recycled) >= 5  # the model's guesses of earlier passes were drafted and accepted
-    assert tier.successors is not None and len(tier.successors.table) > 0
+    assert len(tier.table.table) > 0  # the generation's table, handed to the tier, was filled
 
 
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])

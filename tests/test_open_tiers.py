@@ -69,7 +69,8 @@ def test_a_tier_of_ones_own_drafts_and_its_tokens_are_counted_under_its_name(lm)
 def test_it_shows_in_its_own_colour_in_step_through(lm):
     view = viz.StepThrough(lm, {"p": PROMPT}, tiers=["C", Echo()], max_new_tokens=24, budget=8)
     # The given tiers in order, ticked, then hdlib's others, unticked.
-    assert [box.description for box in view.tier_boxes.values()] == ["context", "echo", "model", "statistics"]
+    offered = ["context", "echo", "recycled", "model", "statistics"]
+    assert [box.description for box in view.tier_boxes.values()] == offered
     assert [t for t, box in view.tier_boxes.items() if box.value] == [C, ECHO]
     gen = view.generation
     assert gen.tier_order == [C, ECHO] and gen.tier_counts[ECHO] > 0
@@ -107,7 +108,8 @@ def test_it_is_a_name_and_a_letter_once_registered(registered, lm):
     assert Method.parse("hd:CX@8").tiers == (C, ECHO)
     unregister_tier(ECHO)
     with pytest.raises(
-        HDError, match="unknown tier 'X': choose from context \\(C\\), model \\(M\\), statistics \\(S\\)"
+        HDError,
+        match="unknown tier 'X': choose from context \\(C\\), recycled \\(R\\), model \\(M\\), statistics \\(S\\)",
     ):
         parse_tiers("C,X")
 
@@ -159,7 +161,7 @@ def test_installed_packages_declare_tiers_by_entry_point(tmp_path, monkeypatch):
             from hdlib import DraftTier, Tier
 
             class Mirror(DraftTier):
-                tier = Tier("mirror", "R", "#56B4E9")
+                tier = Tier("mirror", "Y", "#56B4E9")
 
                 def lookup(self, context, budget):
                     return [tuple(reversed(context[-budget:]))]
@@ -172,7 +174,7 @@ def test_installed_packages_declare_tiers_by_entry_point(tmp_path, monkeypatch):
     (info / "entry_points.txt").write_text("[hdlib.tiers]\nmirror = mytier:Mirror\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     try:
-        assert find_tier("R") == Tier("mirror", "R", "#56B4E9")
-        assert type(make_tier("mirror")).__name__ == "Mirror" and Method.parse("hd:RC").tiers[1] == C
+        assert find_tier("Y") == Tier("mirror", "Y", "#56B4E9")
+        assert type(make_tier("mirror")).__name__ == "Mirror" and Method.parse("hd:YC").tiers[1] == C
     finally:
         sys.modules.pop("mytier", None)

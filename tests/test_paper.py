@@ -59,20 +59,21 @@ def drafter(settings: PaperSettings, context_prompt: list[int]) -> PaperDrafter:
 
 def test_seven_drafts_and_the_model_databases_least_frequent_after_a_part_full_context_store():
     prompt = [9, 2, 3, 4, 5, 0, 9, 6, 6, 6, 6]  # the context store: after 9, (6 6 6 6) then (2 3 4 5)
-    chosen = drafter(PaperSettings(), prompt).choose([9])
+    chosen, seconds = drafter(PaperSettings(), prompt).choose([9])
     assert [(t.tier, d) for t, d in chosen] == [
         (C, (6, 6, 6, 6)),
         (C, (2, 3, 4, 5)),
         *[(M, (10 + i, 20, 30, 40)) for i in range(2, 6)],  # their defect: M's 5 least frequent of 7,
         (M, (2, 3, 4, 5)),  # the last again what the context store drafted: no de-duplication
     ]
-    mended = drafter(PaperSettings(mend=True), prompt).choose([9])
+    assert list(seconds) == [C, M]  # the statistics were not asked: 7 drafts were found before them
+    mended, _ = drafter(PaperSettings(mend=True), prompt).choose([9])
     assert [(t.tier, d) for t, d in mended] == [
         (C, (6, 6, 6, 6)),
         (C, (2, 3, 4, 5)),
         *[(M, (10 + i, 20, 30, 40)) for i in range(5)],  # the most frequent, none drafted before
     ]
-    alone = drafter(PaperSettings(), [0]).choose([8, 9])  # nothing in context: M's 7 in full
+    alone, _ = drafter(PaperSettings(), [0]).choose([8, 9])  # nothing in context: M's 7 in full
     assert [d for _, d in alone] == [*[(10 + i, 20, 30, 40) for i in range(6)], (2, 3, 4, 5)]
 
 

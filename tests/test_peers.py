@@ -16,7 +16,7 @@ from hdlib.databases import find_tier, make_tier
 from hdlib.decoding import DecodeSettings, run
 from hdlib.drafter import Drafter
 from hdlib.errors import HDError
-from hdlib.tiers import BONUS, ContextTier, ModelGuesses, ModelTier, StatisticsTier
+from hdlib.tiers import BONUS, ContextTier, ModelGuesses, RecycledTier, StatisticsTier, Successors
 from hdlib.tiers.peers import (
     RECYCLING,
     RECYCLING_BRANCHES,
@@ -28,7 +28,6 @@ from hdlib.tiers.peers import (
     TokenRecyclingTier,
     tree_template,
 )
-from hdlib.tiers.recycling import share_successors
 from hdlib.tree import DraftTree
 
 
@@ -71,11 +70,12 @@ def test_recycling_fills_the_static_tree_from_the_newest_token():
 
 def test_the_recycling_table_outlives_a_request_until_cleared():
     tier = TokenRecyclingTier()
-    model = ModelTier.recycling_only()  # its recycled part: a table of the same width, cleared per request
-    share_successors([model, tier])
+    generation = Successors(tier.successors_wanted)  # the engine's table for one generation: not T's
+    for each in (RecycledTier(), tier):
+        each.use_guesses(generation)
     tier.observe_model(guesses({5: [10]}))
-    for each in (model, tier):
-        each.begin([1, 2, 3])  # a new request: the authors' matrix is kept (a hot start)
+    assert tier.table is not generation and generation.table == {}
+    tier.begin([1, 2, 3])  # a new request: the authors' matrix is kept (a hot start)
     assert [p.tokens for p in tier.propose([5], 80)] == [(10,)]
     tier.clear()
     assert tier.propose([5], 80) == []

@@ -15,7 +15,6 @@ import functools
 from collections import Counter
 from collections.abc import Sequence
 
-import numpy as np
 import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
@@ -43,9 +42,8 @@ from hdlib.sampling import (
     sample_outcomes,
     shared_outcomes,
 )
-from hdlib.tiers import BONUS, ContextTier, Tier
+from hdlib.tiers import BONUS, ContextTier, RecycledTier, Tier
 from hdlib.tiers.base import Draft, DraftTier
-from hdlib.tiers.model import ModelTier
 from hdlib.value import ValueBudget
 
 V = 8  # vocabulary of the chi-square tests' model
@@ -409,11 +407,11 @@ def plain_sample(name: str, prompt: tuple[int, ...], max_new: int, warp: Warp, s
 
 def truth_drafter(order: str, truth: list[int], seed: int) -> Drafter:
     """C: the context tier; O: an oracle that drafts the true answer with corruptions and decoys; R:
-    the model tier with no phrases, recycling the model's own top guesses."""
+    the recycled tier, the model's own top guesses from earlier passes."""
     make = {
         "C": lambda: ContextTier(),
         "O": lambda: OracleTier(truth, TINY_VOCAB, seed, tier=Tier.STATISTICS),
-        "R": lambda: ModelTier(np.array([[TINY_VOCAB - 1] * 3]), np.array([1])),
+        "R": lambda: RecycledTier(),
     }
     return Drafter([make[c]() for c in order])
 

@@ -109,8 +109,9 @@ def test_drafter_fills_the_budget_in_tier_order_and_merges():
     c = Fixed(Tier.CONTEXT, [(1, 2, 3), (1, 2)])
     m = Fixed(Tier.MODEL, [(1, 2, 4), (5, 6, 7, 8)])
     s = Fixed(Tier.STATISTICS, [(9,)])
-    tree = Drafter([c, m, s]).draft([0], budget=6, max_depth=10)
+    tree, lookups = Drafter([c, m, s]).draft([0], budget=6, max_depth=10)
     assert c.asked == [6] and m.asked == [3] and s.asked == []  # S is never asked: budget full
+    assert [(x.tier, x.added) for x in lookups] == [(Tier.CONTEXT, 3), (Tier.MODEL, 3)]
     assert tree.n_drafted == 6
     assert tree.tokens == [0, 1, 2, 3, 4, 5, 6]
     assert tree.tiers == [None, Tier.CONTEXT, Tier.CONTEXT, Tier.CONTEXT, Tier.MODEL, Tier.MODEL, Tier.MODEL]

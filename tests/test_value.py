@@ -1,4 +1,5 @@
-"""The value-ranked tree: estimates, the choice of nodes, the prior on disk, and Token Recycling's table."""
+"""The value-ranked tree: estimates, the choice of nodes, the prior on disk; the table of the model's
+guesses and the recycled tier that drafts from it."""
 
 from __future__ import annotations
 
@@ -12,8 +13,9 @@ from hypothesis import strategies as st
 
 from hdlib.errors import HDError
 from hdlib.forward_time import ForwardProfile
-from hdlib.tiers.base import BONUS, ModelGuesses, Tier
-from hdlib.tiers.recycling import Successors
+from hdlib.tiers.base import BONUS, Tier
+from hdlib.tiers.guesses import ModelGuesses, Successors
+from hdlib.tiers.recycling import RecycledTier, best_paths
 from hdlib.trace import Step, StepTimes
 from hdlib.tree import DraftTree
 from hdlib.value import (
@@ -215,18 +217,18 @@ def test_bad_settings_are_refused():
 
 def test_recycled_successors_are_drafted_best_first_one_node_each():
     table = Successors(width=2)
-    assert table.propose([5], budget=8) == []
+    assert best_paths(table, [5], budget=8) == []
     table.observe(
         ModelGuesses([5, 6, 7], [-1, -1, -1], [[6, 8], [7, 9], [5, 6]], [[0.9, 0.05], [0.8, 0.1], [0.5, 0.4]])
     )
-    found = table.propose([5], budget=5, max_depth=3)
+    found = best_paths(table, [5], budget=5, max_depth=3)
     paths = [p.tokens for p in found]
     assert paths[0] == (6,) and paths[1] == (6, 7)  # the top guess, then the top guess after it
     assert len(paths) == 5 and len(set(paths)) == 5
     assert all(p[:-1] in paths or len(p) == 1 for p in paths)  # each adds one node below a drafted one
-    assert all(len(p) <= 3 and q.source == "recycled" and q.key_length == 1 for p, q in zip(paths, found))
+    assert all(len(p) <= 3 and q.key_length == 1 for p, q in zip(paths, found))
     table.observe(ModelGuesses([5], [-1], [[8, 6]], [[0.6, 0.3]]))  # newer guesses replace older ones
-    assert table.propose([5], budget=1)[0].tokens == (8,)
+    assert best_paths(table, [5], budget=1)[0].tokens == (8,)
 
 
 def every_path_best_first(table: Successors, context: list[int], budget: int, max_depth: int) -> list[tuple]:
@@ -260,7 +262,7 @@ def test_recycled_drafts_are_the_best_paths_through_the_table(seed, budget, max_
         probs = sorted((float(p) for p in rng.random(3) / 3), reverse=True)
         table.observe(ModelGuesses([token], [before if rng.random() < 0.5 else -1], [nexts], [probs]))
     context = [int(t) for t in rng.integers(0, 6, size=2)]
-    found = table.propose(context, budget, max_depth)
+    found = best_paths(table, context, budget, max_depth)
     want = every_path_best_first(table, context, budget, max_depth)
     assert [(p.tokens, p.key_length, p.confidence) for p in found] == want
 
@@ -268,36 +270,30 @@ def test_recycled_drafts_are_the_best_paths_through_the_table(seed, budget, max_
 def test_a_drafted_tree_keeps_what_the_tiers_said_of_each_node():
     tree = DraftTree(root=0)
     tree.add((1, 2), Tier.CONTEXT, 8, 8, key_length=3)
-    tree.add((1, 4), Tier.MODEL, 8, 8, key_length=1, source="recycled")
-    assert tree.key_lengths == [0, 3, 3, 1] and tree.sources == ["", "", "", "recycled"]
+    tree.add((1, 4), Tier.CONTEXT, 8, 8, key_length=1, source="window")
+    assert tree.key_lengths == [0, 3, 3, 1] and tree.sources == ["", "", "", "window"]
     assert [tree.sibling_rank(i) for i in range(4)] == [0, 0, 0, 1]
     sub = tree.subtree([1, 3])
-    assert sub.tokens == [0, 1, 4] and sub.parents == [-1, 0, 1] and sub.tiers[2] is Tier.MODEL
+    assert sub.tokens == [0, 1, 4] and sub.parents == [-1, 0, 1] and sub.tiers[2] is Tier.CONTEXT
     with pytest.raises(ValueError):
         tree.subtree([3])
     assert np.array_equal(sub.depths, [0, 1, 2])
 
 
-def test_the_model_tier_drafts_from_its_phrases_its_recycled_guesses_or_both():
-    from hdlib.tiers.model import ModelSettings, ModelTier
+def test_the_model_tier_drafts_its_phrases_only_and_the_recycled_tier_the_models_guesses_only():
+    """The split: the model tier is the paper's model-dependent database (phrases built offline); the
+    model's guesses from recent passes are the recycled tier's, and never the model tier's."""
+    from hdlib.tiers.model import ModelTier
 
-    ngrams, counts = np.array([[1, 2, 3, 4]]), np.array([5])
-    both = ModelTier(ngrams, counts)
-    phrases = ModelTier(ngrams, counts, ModelSettings(recycle_width=0))
-    guesses = ModelTier(ngrams, counts, ModelSettings(phrases=False))
-    assert phrases.successors_wanted == 0 and phrases.successors is None
-    for tier in (both, guesses):
-        tier.begin([1, 2])
-        tier.observe_model(ModelGuesses([2], [1], [[7, 8]], [[0.7, 0.2]]))
-    sources = {
-        name: {(p.tokens, p.source) for p in t.propose([1, 2], 8)}
-        for name, t in [("both", both), ("phrases", phrases), ("guesses", guesses)]
-    }
-    assert sources["phrases"] == {((3, 4), "")}
-    assert sources["guesses"] == {((7,), "recycled"), ((8,), "recycled")}
-    assert sources["both"] == sources["phrases"] | sources["guesses"]
-    both.begin([1, 2])  # a new request: the guesses are forgotten, the phrases stay
-    assert {p.source for p in both.propose([1, 2], 8)} == {""}
+    model = ModelTier(np.array([[1, 2, 3, 4]]), np.array([5]))
+    recycled = RecycledTier()
+    assert model.successors_wanted == 0 and recycled.successors_wanted > 0
+    table = Successors(recycled.successors_wanted)
+    recycled.use_guesses(table)
+    table.observe(ModelGuesses([2], [1], [[7, 8]], [[0.7, 0.2]]))
+    assert [p.tokens for p in model.propose([1, 2], 8)] == [(3, 4)]
+    assert [p.tokens for p in recycled.propose([1, 2], 8)] == [(7,), (8,)]
+    assert recycled.propose([1, 2], 8)[0].confidence == (0.7,)
 
 
 def test_a_step_buys_tokens_at_the_generations_rate_not_at_its_own_ratio():

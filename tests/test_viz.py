@@ -32,7 +32,7 @@ from hdlib.tiers.statistics import StatisticsSettings, StatisticsTier
 from hdlib.trace import Generation, Step, StepTimes
 from hdlib.tree import DraftTree, ancestor_matrix, tree_buffers
 
-C, M, S, T = Tier.CONTEXT, Tier.MODEL, Tier.STATISTICS, BONUS
+C, R, M, S, T = Tier.CONTEXT, Tier.RECYCLED, Tier.MODEL, Tier.STATISTICS, BONUS
 
 
 # Hand-made traces -----------------------------------------------------------------------------------
@@ -399,7 +399,7 @@ def test_drafter_tree_is_the_drafters_trie():
     tree = viz.drafter_tree([ContextTier(short), model], context, budget=6)
     drafter = Drafter([ContextTier(short), model])
     drafter.begin(context)
-    same = drafter.draft(context, 6, 6)
+    same, _ = drafter.draft(context, 6, 6)
     assert (tree.tokens, tree.tiers) == (same.tokens, same.tiers)
     assert M in tree.tiers
 
@@ -502,14 +502,14 @@ def last_step(view) -> None:
 def test_the_figures_show_the_generation_and_the_step(view):
     gen = view.generation
     assert len(view.calls) == 1 and view.calls[0] == view.settings
-    assert view.calls[0].tiers == (C, M, S)
+    assert view.calls[0].tiers == (C, R, M, S)
     assert len(gen.steps) > 3
     for k in range(len(gen.steps)):
         view.step.value = k
         assert shown_tokens(view) == expected_tokens(gen, k)
         tree = gen.steps[k].tree
         assert int(trace_of(view.tree_fig.figure, "root").customdata[0][1]) == tree.root
-        for tier in (C, M, S):
+        for tier in (C, R, M, S):
             assert tree_nodes(view)[tier.name] == [i for i in range(1, len(tree)) if tree.tiers[i] is tier]
         assert view.steps_fig.figure.layout.shapes[0].x0 == k - 0.5
     view.play.value = 1  # the play button drives the slider
@@ -523,6 +523,7 @@ def test_the_figures_show_the_generation_and_the_step(view):
 
 
 def test_only_the_context_tier_colours_nothing_as_model_or_statistics(view):
+    view.tier_boxes[R].value = False
     view.tier_boxes[M].value = False
     view.tier_boxes[S].value = False
     assert view.calls[-1].tiers == (C,)
@@ -531,14 +532,14 @@ def test_only_the_context_tier_colours_nothing_as_model_or_statistics(view):
     last_step(view)
     colours = colour_of_points(view.tokens_fig.figure)
     assert len(colours) == len(gen.tokens)
-    assert M.color not in colours and S.color not in colours
+    assert M.color not in colours and S.color not in colours and R.color not in colours
     assert C.color in colours  # the oracle context tier did get drafts accepted
     for k in range(len(gen.steps)):
         view.step.value = k
         nodes = tree_nodes(view)
-        assert "model" not in nodes and "statistics" not in nodes  # tiers not asked have no trace at all
+        assert not {"recycled", "model", "statistics"} & set(nodes)  # tiers not asked have no trace at all
     bars = {t.name: list(t.y) for t in view.steps_fig.figure.data}
-    assert "model" not in bars and "statistics" not in bars
+    assert not {"recycled", "model", "statistics"} & set(bars)
     assert sum(bars["context"]) == gen.tier_counts[C] > 0
     # No tier at all: plain decoding, every token the model's own, one per step.
     view.tier_boxes[C].value = False
@@ -548,10 +549,10 @@ def test_only_the_context_tier_colours_nothing_as_model_or_statistics(view):
 
 
 def test_reordering_tiers_reaches_the_drafter_and_the_figures(view):
-    view.order.value = (S, M, C)
-    assert view.calls[-1].tiers == (S, M, C) and len(view.calls) == 2
+    view.order.value = (S, M, R, C)
+    assert view.calls[-1].tiers == (S, M, R, C) and len(view.calls) == 2
     gen = view.generation
-    assert gen.tier_order == [S, M, C]
+    assert gen.tier_order == [S, M, R, C]
     view.step.value = 0
     assert tree_nodes(view)["statistics"][:1] == [1]  # the first tier asked drafts the first node
     last_step(view)
@@ -566,7 +567,7 @@ def test_reordering_tiers_reaches_the_drafter_and_the_figures(view):
     }
     # A disabled tier keeps its place in the order: re-enabling it gives back the same setting.
     view.tier_boxes[M].value = False
-    assert view.calls[-1].tiers == (S, C)
+    assert view.calls[-1].tiers == (S, R, C)
     view.tier_boxes[M].value = True
     assert len(view.calls) == 3 and view.generation is gen
 
@@ -615,7 +616,7 @@ def test_default_generate_uses_the_tier_factory_and_stays_lossless(lm, truths):
         return OracleTier(truths[prompt], VOCAB, seed=3, tier=tier)
 
     view = viz.StepThrough(lm, [prompt], tier_factory=factory, tiers=["context", "statistics"], max_new_tokens=MAX_NEW)
-    assert made == [C, S] and view.order.value == (C, S, M) and not view.tier_boxes[M].value
+    assert made == [C, S] and view.order.value == (C, S, R, M) and not view.tier_boxes[M].value
     gen = view.generation
     plain = truths[prompt][len(gen.prompt_ids) :]
     assert gen.tokens == plain[: len(gen.tokens)] and len(gen.tokens) == len(plain)

@@ -41,6 +41,8 @@ from hdlib.bench.records import (
     QuestionRuns,
     Results,
     Tally,
+    TierMetrics,
+    TierWork,
     Turn,
     TurnDivergence,
     aggregate,
@@ -53,6 +55,7 @@ from hdlib.bench.reports import (
     overall_table,
     summary,
     table,
+    tiers_table,
 )
 from hdlib.bench.run import MethodProgress, progress_line, run_benchmark
 
@@ -68,6 +71,8 @@ __all__ = [
     "OrderComparison",
     "Results",
     "Tally",
+    "TierMetrics",
+    "TierWork",
     "Turn",
     "TurnDivergence",
     "aggregate",
@@ -87,4 +92,5 @@ __all__ = [
     "split_budget",
     "summary",
     "table",
+    "tiers_table",
 ]

@@ -1,5 +1,7 @@
 """The methods a benchmark compares, by name: `ar`, `hf`, `hf-pld`, `hd`, `hd:ORDER`, `hd:all-orders`
-(`hd` and `hd:ORDER` with `+window`: a Lookahead window feeding the context tier), the paper's HD as
+(`hd` and `hd:ORDER` with `+window`: a Lookahead window feeding the context tier; `+ask-all`: every
+tier asked at every step, the hierarchy's gate off; `+no-recycling`: the recycled tier left out), the
+paper's HD as
 its authors ran it (`hd-paper`, `+mend`, `+trie`) and the field's drafters verified by hdlib's
 engine (`recycling`, `rest`, `suffix`, `lookahead`); each but `ar` and transformers' with an optional
 fixed budget `@N` (see hdlib.bench)."""
@@ -15,7 +17,7 @@ from hdlib.bench.serving import VLLM_METHODS
 from hdlib.databases import make_tier, parse_tiers
 from hdlib.errors import HDError
 from hdlib.paper import PaperSettings
-from hdlib.tiers import DEFAULT_TIERS, ContextSettings, ContextTier, Tier
+from hdlib.tiers import DEFAULT_TIERS, PAPER_TIERS, ContextSettings, ContextTier, Tier
 from hdlib.tiers.base import DraftTier
 from hdlib.tiers.peers import LOOKAHEAD, RECYCLING, RECYCLING_BRANCHES, REST, SUFFIX, SuffixSettings
 from hdlib.window import WindowSettings
@@ -30,9 +32,10 @@ PEERS: dict[str, tuple[Tier, int]] = {
     "lookahead": (LOOKAHEAD, WindowSettings().guesses * WindowSettings().levels),  # G drafts of N - 1
 }
 # Switches after hd or hd:ORDER (before any @N), for ablations: the context tier fed by a Lookahead
-# window (hdlib.window); the model tier without the model's recycled guesses (its phrases only).
-WINDOW, NO_RECYCLING = "+window", "+no-recycling"
-HD_SWITCHES = (WINDOW, NO_RECYCLING)
+# window (hdlib.window); every tier asked at every step (hdlib.gate off); the order without the
+# model's recycled guesses (the recycled tier left out: the paper's three databases).
+WINDOW, ASK_ALL, NO_RECYCLING = "+window", "+ask-all", "+no-recycling"
+HD_SWITCHES = (WINDOW, ASK_ALL, NO_RECYCLING)
 OWN_TABLES = (RECYCLING, SUFFIX)  # tiers whose tables outlive a request: each method keeps its own
 
 
@@ -45,7 +48,7 @@ class Method:
     budget: int | None = None  # hd methods: draft tokens per step; None chooses it per step
     paper: PaperSettings | None = None  # hd-paper methods: the authors' drafting, with these switches
     serving: bool = False  # vLLM's engine answers it, in vLLM's environment (hdlib.bench.serving)
-    recycled: bool = True  # hd methods: False drafts from the model tier without recycled guesses
+    gate: bool = True  # hd methods with the value-ranked tree: False asks every tier at every step
 
     @property
     def drafts(self) -> bool:
@@ -81,8 +84,8 @@ class Method:
         if base.startswith("hd:") and len(base) > 3:
             return cls.hd(name, tuple(parse_tiers(list(base[3:]))), budget, switches)  # type: ignore[arg-type]
         raise HDError(
-            f"unknown method {name!r}: use ar, hf, hf-pld, hd, hd:ORDER (tier letters C, M, S, T, E, U, L or a "
-            f"registered tier's, e.g. hd:CM), either with {WINDOW} and {NO_RECYCLING}, {ALL_ORDERS}, "
+            f"unknown method {name!r}: use ar, hf, hf-pld, hd, hd:ORDER (tier letters C, R, M, S, T, E, U, L or a "
+            f"registered tier's, e.g. hd:CM), either with {WINDOW}, {ASK_ALL} and {NO_RECYCLING}, {ALL_ORDERS}, "
             f"{PAPER}[+mend][+trie], "
             f"{', '.join(PEERS)}, {', '.join(VLLM_METHODS)}; any but ar, hf, hf-pld and vLLM's may end in @N for "
             "a fixed budget of N draft tokens per step (e.g. hd:CMS@64)"
@@ -90,10 +93,17 @@ class Method:
 
     @classmethod
     def hd(cls, name: str, tiers: tuple[Tier, ...], budget: int | None, switches: set[str]) -> Method:
-        if NO_RECYCLING in switches and Tier.MODEL not in tiers:
-            raise HDError(f"method {name!r}: {NO_RECYCLING} takes the model tier's recycled guesses, and it has none")
+        if ASK_ALL in switches and budget is not None:
+            raise HDError(
+                f"method {name!r}: {ASK_ALL} turns off the value-ranked tree's gate; a fixed budget @N asks the tiers "
+                "in order until it is full"
+            )
+        if NO_RECYCLING in switches:
+            if Tier.RECYCLED not in tiers:
+                raise HDError(f"method {name!r}: {NO_RECYCLING} leaves the recycled tier out, and the order has none")
+            tiers = tuple(t for t in tiers if t != Tier.RECYCLED)
         ordered = with_window(tiers) if WINDOW in switches else tiers
-        return cls(name, ordered, budget=budget, recycled=NO_RECYCLING not in switches)
+        return cls(name, ordered, budget=budget, gate=ASK_ALL not in switches)
 
 
 def hd_switches(name: str, base: str) -> tuple[str, set[str]]:
@@ -160,8 +170,9 @@ def split_budget(name: str) -> tuple[str, int | None]:
 
 
 def all_orders() -> list[str]:
-    """The 15 ordered non-empty subsets of hdlib's three tiers as method names: hd:C ... hd:SMC."""
-    letters = [t.letter for t in DEFAULT_TIERS]
+    """The 15 ordered non-empty subsets of the paper's three databases (context, model, statistics)
+    as method names: hd:C ... hd:SMC, as the paper's order ablation."""
+    letters = [t.letter for t in PAPER_TIERS]
     return [f"hd:{''.join(p)}" for n in range(1, len(letters) + 1) for p in permutations(letters, n)]
 
 

@@ -21,6 +21,49 @@ def _tier_counts(counts: Mapping[str, Any], kind: type) -> dict[str, Any]:
     return {str(k): kind(v) for k, v in counts.items()}
 
 
+@dataclass(frozen=True)
+class TierWork:
+    """One tier's drafting over some turns: the accepted draft tokens it drafted alone and with
+    another tier, the steps it was asked in, the seconds it spent drafting."""
+
+    alone: int = 0
+    shared: int = 0
+    asked: int = 0
+    lookup_s: float = 0.0
+
+    def __add__(self, other: TierWork) -> TierWork:
+        return TierWork(*(getattr(self, f) + getattr(other, f) for f in TIER_WORK))
+
+    def to_json(self) -> dict[str, float]:
+        return {f: getattr(self, f) for f in TIER_WORK}
+
+    @classmethod
+    def from_json(cls, row: Mapping[str, Any]) -> TierWork:
+        return cls(int(row["alone"]), int(row["shared"]), int(row["asked"]), float(row["lookup_s"]))
+
+
+TIER_WORK = ("alone", "shared", "asked", "lookup_s")
+
+
+@dataclass(frozen=True)
+class TierMetrics:
+    """One tier's drafting for one method over some questions: the shares of the emitted tokens it
+    drafted alone and shared with another tier, the share of the steps it was asked in, and its
+    drafting milliseconds per step (over all steps)."""
+
+    alone: float
+    shared: float
+    asked: float
+    lookup_ms: float
+
+    def to_json(self) -> dict[str, float]:
+        return {f: getattr(self, f) for f in ("alone", "shared", "asked", "lookup_ms")}
+
+    @classmethod
+    def from_json(cls, row: Mapping[str, Any]) -> TierMetrics:
+        return cls(*(float(row[f]) for f in ("alone", "shared", "asked", "lookup_ms")))
+
+
 def digest(tokens: Sequence[int]) -> str:
     """16 hex characters naming a token sequence: equal answers have equal digests."""
     return hashlib.sha256(",".join(map(str, tokens)).encode()).hexdigest()[:16]
@@ -38,6 +81,7 @@ class Turn:
     step_s: float  # all steps (hdlib: prefill excluded; transformers: wall time)
     tiers: dict[str, int]  # emitted tokens per tier by name, bonus tokens under "bonus"; {} for transformers
     digest: str  # of the token ids, to tell identical outputs
+    drafting: dict[str, TierWork] = field(default_factory=dict)  # per tier by name; {} where none drafted
     text: str = field(default="", compare=False, repr=False)  # the answer; not kept in the file
     ids: tuple[int, ...] = field(default=(), compare=False, repr=False)  # its token ids; not kept either
     prompt_ids: tuple[int, ...] = field(default=(), compare=False, repr=False)  # the prompt's; not kept
@@ -47,23 +91,32 @@ class Turn:
         t = g.step_time
         tiers = {tier.name: n for tier, n in sorted(g.tier_counts.items(), key=lambda item: item[0].name)}
         counts = (len(g.tokens), len(g.steps), g.wall_s, t.draft, t.overhead, t.total, tiers, digest(g.tokens))
-        return cls(*counts, g.text, tuple(g.tokens), tuple(g.prompt_ids))
+        drafting = {r.tier.name: TierWork(r.alone, r.shared, r.asked, r.lookup_s) for r in g.tier_stats()}
+        return cls(*counts, drafting, text=g.text, ids=tuple(g.tokens), prompt_ids=tuple(g.prompt_ids))
 
     @classmethod
     def of_transformers(cls, g: HFGeneration, text: str) -> Turn:
         overhead = max(g.wall_s - g.forward_s, 0.0)
-        return cls(len(g.tokens), g.forward_calls, g.wall_s, 0.0, overhead, g.wall_s, {}, digest(g.tokens), text)
+        return cls(
+            len(g.tokens), g.forward_calls, g.wall_s, 0.0, overhead, g.wall_s, {}, digest(g.tokens), text=text
+        )
 
     @classmethod
     def of_serving(cls, ids: Sequence[int], wall_s: float, steps: int, text: str, prompt_ids: Sequence[int]) -> Turn:
         """A turn a serving engine answered (hdlib.bench.serving): its steps from the engine's counters."""
-        return cls(len(ids), steps, wall_s, 0.0, 0.0, wall_s, {}, digest(ids), text, tuple(ids), tuple(prompt_ids))
+        return cls(
+            len(ids), steps, wall_s, 0.0, 0.0, wall_s, {}, digest(ids),
+            text=text, ids=tuple(ids), prompt_ids=tuple(prompt_ids),
+        )  # fmt: skip
 
     def to_json(self) -> dict[str, object]:
-        return {
+        row: dict[str, object] = {
             k: getattr(self, k)
             for k in ("tokens", "steps", "wall_s", "draft_s", "overhead_s", "step_s", "tiers", "digest")
         }
+        if self.drafting:
+            row["drafting"] = {name: work.to_json() for name, work in self.drafting.items()}
+        return row
 
     @classmethod
     def from_json(cls, row: Mapping[str, Any]) -> Turn:
@@ -73,6 +126,7 @@ class Turn:
             *(float(row[k]) for k in ("wall_s", "draft_s", "overhead_s", "step_s")),
             _tier_counts(row["tiers"], int),
             str(row["digest"]),
+            {str(name): TierWork.from_json(work) for name, work in row.get("drafting", {}).items()},
         )
 
 
@@ -128,13 +182,17 @@ class Metrics:
     overhead_frac: float  # step time outside the forward pass
     identical_frac: float  # questions whose every turn is `ar`'s, token for token
     tier_share: dict[str, float]  # emitted tokens by tier name, the bonus token's under "bonus"; {} for transformers
+    # Per tier: what it drafted alone and shared, how often it was asked, its drafting time ({}: not recorded)
+    tiers: dict[str, TierMetrics] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
-        return {**{k: getattr(self, k) for k in METRICS}, "tier_share": dict(self.tier_share)}
+        detail = {"tiers": {t: m.to_json() for t, m in self.tiers.items()}} if self.tiers else {}
+        return {**{k: getattr(self, k) for k in METRICS}, "tier_share": dict(self.tier_share), **detail}
 
     @classmethod
     def from_json(cls, row: Mapping[str, Any]) -> Metrics:
-        return cls(*(float(row[k]) for k in METRICS), _tier_counts(row.get("tier_share", {}), float))
+        tiers = {str(t): TierMetrics.from_json(m) for t, m in row.get("tiers", {}).items()}
+        return cls(*(float(row[k]) for k in METRICS), _tier_counts(row.get("tier_share", {}), float), tiers)
 
 
 METRICS = ("speedup", "mat", "tokens_per_s", "draft_ms", "overhead_frac", "identical_frac")  # the float ones
@@ -233,6 +291,7 @@ class Tally:
     steps: int = 0
     identical: list[bool] = field(default_factory=list)
     tier_tokens: Counter[str] = field(default_factory=Counter)
+    drafting: dict[str, TierWork] = field(default_factory=dict)
     draft_s: float = 0.0
     overhead_s: float = 0.0
     step_s: float = 0.0
@@ -247,6 +306,8 @@ class Tally:
             self.tokens += t.tokens
             self.steps += t.steps
             self.tier_tokens.update(t.tiers)
+            for name, work in t.drafting.items():
+                self.drafting[name] = self.drafting.get(name, TierWork()) + work
             self.draft_s += t.draft_s
             self.overhead_s += t.overhead_s
             self.step_s += t.step_s
@@ -262,7 +323,12 @@ class Tally:
             overhead_frac=self.overhead_s / self.step_s if self.step_s > 0 else 0.0,
             identical_frac=sum(self.identical) / len(self.identical),
             tier_share={t: n / self.tokens for t, n in sorted(self.tier_tokens.items())} if self.tokens else {},
-        )
+            tiers={
+                name: TierMetrics(w.alone / self.tokens, w.shared / self.tokens, w.asked / self.steps,
+                                  1e3 * w.lookup_s / self.steps)
+                for name, w in self.drafting.items()
+            } if self.tokens and self.steps else {},
+        )  # fmt: skip
 
 
 def aggregate(records: Sequence[QuestionRuns], method_names: Sequence[str]) -> dict[str, MethodResult]:

@@ -45,6 +45,25 @@ def overall_table(results: Results) -> str:
     return "\n".join([head, *rows])
 
 
+def tiers_table(results: Results) -> str:
+    """Per hdlib method and tier, overall: the share of the emitted tokens credited to the tier, drafted
+    by it alone and by it with another tier, the share of steps it was asked in, and its drafting
+    milliseconds per step; "" where no method recorded its tiers."""
+    r = BenchResults.of(results)
+    drafted = {name: m.overall for name, m in r.methods.items() if m.overall.tiers}
+    if not drafted:
+        return ""
+    width = max(14, *(len(n) + 3 for n in drafted))
+    head = f"{'tiers, overall':{width}}{'tier':12}{'share':>7}{'alone':>7}{'shared':>8}{'asked':>7}{'ms/step':>9}"
+    rows = [
+        f"{name + ':' if i == 0 else '':{width}}{tier:12}{100 * o.tier_share.get(tier, 0.0):6.0f}%"
+        f"{100 * t.alone:6.0f}%{100 * t.shared:7.0f}%{100 * t.asked:6.0f}%{t.lookup_ms:9.2f}"
+        for name, o in drafted.items()
+        for i, (tier, t) in enumerate(o.tiers.items())
+    ]
+    return "\n".join([head, *rows])
+
+
 def fairness_line(results: Results) -> str:
     """Is `ar` a fair baseline? Its overall throughput against transformers' `generate` (`hf`)."""
     methods = BenchResults.of(results).methods
@@ -144,4 +163,5 @@ def summary(results: Results) -> str:
     (and vLLM's methods against its plain decoding, where they ran)."""
     parts = [table(results, metric) for metric in ("speedup", "mat", "tokens_per_s", "identical_frac")]
     report = [identical_line(results), divergence_table(results), serving_line(results), machines_table(results)]
-    return "\n\n".join([*parts, overall_table(results), *filter(None, report), fairness_line(results)])
+    tiers = [tiers_table(results)]
+    return "\n\n".join([*parts, overall_table(results), *filter(None, tiers + report), fairness_line(results)])

@@ -12,7 +12,6 @@ from hdlib.bench.methods import Method, parse_methods, with_own_tables
 from hdlib.bench.records import BenchResults, QuestionRuns, Turn, TurnDivergence, aggregate, split_by_machine
 from hdlib.bench.serving import VllmEngines
 from hdlib.cpu import describe_machine
-from hdlib.databases import model_tier_without_recycling
 from hdlib.decoding import generate
 from hdlib.divergence import explain, locate
 from hdlib.errors import HDError
@@ -20,7 +19,6 @@ from hdlib.models import LoadedModel
 from hdlib.paper import paper_drafter
 from hdlib.sampling import SAMPLING_RULES
 from hdlib.specbench import Question
-from hdlib.tiers import DraftTier, Tier
 
 
 def answer_question(
@@ -62,19 +60,13 @@ def answer_question(
                 else {}
             )
             drafter = paper_drafter(lm, method.paper) if method.paper is not None else None
-            tiers = method.tiers if method.recycled else without_recycling(lm, method.tiers)
             g = generate(
-                lm, prompt_ids, tiers, max_new_tokens=max_new_tokens, budget=method.budget, drafter=drafter,
-                **sampling,
+                lm, prompt_ids, method.tiers, max_new_tokens=max_new_tokens, budget=method.budget, drafter=drafter,
+                gate=method.gate, **sampling,
             )  # fmt: skip
             turns.append(Turn.of(g))
         messages.append({"role": "assistant", "content": history[i] if i < len(history) else turns[-1].text})
     return turns
-
-
-def without_recycling(lm: LoadedModel, tiers: Sequence[Tier | DraftTier]) -> list[Tier | DraftTier]:
-    """`tiers` with the model tier's recycled guesses left out (its phrases only)."""
-    return [model_tier_without_recycling(lm) if t == Tier.MODEL else t for t in tiers]
 
 
 def find_divergences(

@@ -33,12 +33,15 @@ def read_prompt(args: argparse.Namespace) -> str:
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
+    from hdlib.budget import FixedBudget
     from hdlib.databases import parse_tiers
     from hdlib.decoding import DecodeSettings, generate
     from hdlib.models import dtype_name, load_model
 
     # Everything that can be checked without the model is checked first.
     tiers = parse_tiers(args.tiers)
+    if args.budget is not None:
+        FixedBudget(args.budget)
     # Plain decoding and HD sample with one seed, drawn here when none is given, so that the two can be compared.
     seed = args.seed if args.seed is not None or args.temperature == 0 else secrets.randbits(63)
     sampling = {
@@ -88,6 +91,7 @@ def report_lines(hd, plain, dtype: str = "float32") -> list[str]:
             f"{hd.tokens_per_s:.1f} tokens/s; stop: {hd.stop_message}"
         ),
         f"accepted tokens by tier: {presentation.counts_text(hd.legend())}",
+        *(presentation.tiers_text(hd.tier_stats(), len(hd.steps)) if hd.tier_order else []),
         (
             f"engine overhead: {100 * hd.overhead_frac:.1f} % of step time "
             f"(per step: {per_step}; forward {1e3 * t.forward / n_steps:.1f} ms)"

@@ -33,7 +33,8 @@ SAMPLING_RULE_HELP = (
 PREPACK_HELP = "CPU: which linear layers may run with oneDNN-prepacked weights (default all; each where it is faster)"
 METHODS_HELP = (
     "ar, hf, hf-pld, hd, hd:ORDER (e.g. hd:CM, hd:CT), either with +window (a Lookahead window feeding the context "
-    "tier) and +no-recycling (the model tier without its recycled guesses), hd:all-orders, hd-paper[+mend][+trie] "
+    "tier), +ask-all (every tier asked at every step: no hierarchy's gate) and +no-recycling (the recycled tier "
+    "left out), hd:all-orders (the paper's C, M, S in every order), hd-paper[+mend][+trie] "
     "(the paper's HD as its authors ran it: 7 drafts of 4 tokens side by side), the field's drafters verified by "
     "hdlib: recycling (Token Recycling, 80-node tree), rest (REST, 64 tokens), suffix (SuffixDecoding, 24 tokens), "
     "lookahead (Lookahead decoding, 7 x 4 window, 28 tokens), and vLLM's engine (vllm, vllm-ngram, vllm-suffix: a "
@@ -121,8 +122,9 @@ def _add_generate(sub: argparse._SubParsersAction) -> None:
     gen.add_argument(
         "--tiers",
         default=",".join(t.name for t in DEFAULT_TIERS),
-        help="tiers in the order they are asked, by name or letter: context (C), model (M), statistics (S), "
-        "the field's recycling (T), rest (E) and suffix (U), or a registered one (default context,model,statistics)",
+        help="tiers in the order they are asked, by name or letter: context (C), recycled (R: the model's guesses "
+        "from recent passes), model (M: phrases of its answers), statistics (S), the field's recycling (T), rest "
+        f"(E) and suffix (U), or a registered one (default {','.join(t.name for t in DEFAULT_TIERS)})",
     )
     gen.add_argument(
         "--budget",

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from hdlib.errors import HDError
+from hdlib.tiers.guesses import ModelGuesses, Successors
 from hdlib.window import LookaheadWindow
 
 Draft = tuple[int, ...]
@@ -27,23 +28,12 @@ def token_before_newest(context: Sequence[int]) -> int:
 
 
 @dataclass(frozen=True)
-class ModelGuesses:
-    """What one verification pass said: after each of its tokens, the model's most likely next ones.
-    Plain Python ints and floats (the verifier reads them so), kept as they come by the tables."""
-
-    tokens: Sequence[int]  # the tokens of the pass (the tree's nodes)
-    previous: Sequence[int]  # the token before each of them (-1: none)
-    successors: Sequence[Sequence[int]]  # per token: the most likely next tokens, best first
-    probabilities: Sequence[Sequence[float]]  # ... and their probabilities (softmax of the logits)
-
-
-@dataclass(frozen=True)
 class Proposal:
     """A draft with what the tier knows about it: what a value-ranked tree estimates its worth from."""
 
     tokens: Draft
     key_length: int = 0  # tokens of the context the draft was matched on (0: not a suffix match)
-    source: str = ""  # which part of the tier drafted it, for tiers made of several ("recycled")
+    source: str = ""  # which part of the tier drafted it, for tiers made of several ("window")
     # Per token, the tier's own estimate that it follows the tokens before it (a corpus share, the
     # model's probability); shorter than `tokens` where the tier does not know.
     confidence: tuple[float, ...] = ()
@@ -54,7 +44,7 @@ class Tier:
     """Who drafted a token: a tier's name, its one-letter code (orders such as `hd:CMS` are spelled
     in letters) and its colour in every figure, legend and summary.
 
-    The tiers hdlib ships are `Tier.CONTEXT`, `Tier.MODEL` and `Tier.STATISTICS`; a new database
+    The tiers hdlib ships are `Tier.CONTEXT`, `Tier.RECYCLED`, `Tier.MODEL` and `Tier.STATISTICS`; a new database
     names itself, `Tier("echo", "X", "#999933")`, and is shown like them everywhere. `BONUS` is
     not a tier: it labels the target model's own token that ends every step.
     """
@@ -64,6 +54,7 @@ class Tier:
     color: str  # "#RRGGBB"
 
     CONTEXT: ClassVar[Tier]
+    RECYCLED: ClassVar[Tier]
     MODEL: ClassVar[Tier]
     STATISTICS: ClassVar[Tier]
 
@@ -81,7 +72,8 @@ class Tier:
 
 # Colour-blind safe (Okabe-Ito), shared by every view.
 Tier.CONTEXT = Tier("context", "C", "#009E73")  # n-grams of the prompt and of the text generated so far
-Tier.MODEL = Tier("model", "M", "#0072B2")  # phrases the target model tends to produce (built offline)
+Tier.RECYCLED = Tier("recycled", "R", "#882255")  # the model's own guesses from recent passes (learned online)
+Tier.MODEL = Tier("model", "M", "#0072B2")  # phrases of the model's own answers (built offline): the paper's
 Tier.STATISTICS = Tier("statistics", "S", "#CC79A7")  # frequent continuations in a large corpus
 BONUS = Tier("bonus", "+", "#555555")  # not a database: the target model's own token after the accepted drafts
 
@@ -94,7 +86,7 @@ class DraftRow:
     count: int | None = None  # how often the tier saw it (in the text, the answers, the corpus); None: not counted
     score: float | None = None  # the tier's confidence in its first token (a share, a probability); None: none
     key_length: int | None = None  # tokens of the context's suffix it continues; None: not a suffix match
-    source: str = ""  # which part of the tier drafted it, for tiers made of several ("recycled")
+    source: str = ""  # which part of the tier drafted it, for tiers made of several ("window")
 
 
 class DraftTier(ABC):
@@ -125,11 +117,16 @@ class DraftTier(ABC):
         """These tokens were just appended to the context (accepted drafts and the bonus token)."""
 
     # Tiers that learn from the target model set this: the engine then hands them, after every
-    # verification pass, the model's most likely next tokens at every node of the tree.
+    # verification pass, the model's most likely next tokens at every node of the tree
+    # (`observe_model`), and before the first pass the one table of them it keeps (`use_guesses`).
     successors_wanted: int = 0
 
     def observe_model(self, guesses: ModelGuesses) -> None:
         """What the model said after every node of the pass just verified."""
+
+    def use_guesses(self, table: Successors) -> None:
+        """The generation's table of the model's guesses, which the engine fills after every pass
+        (a tier that keeps a table of its own, across requests say, ignores it)."""
 
     # A tier fed by a Lookahead window sets this (and begins it in `begin`): the engine then puts
     # the window's rows in the passes where it pays and hands it the model's next tokens

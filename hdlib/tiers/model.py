@@ -9,18 +9,16 @@ what budget is left. Continuations that the drafter's trie would merge are merge
 `DraftSet`), so a 1-token guess from a 4-token key grows into the 4-token phrase of a 1-token key
 instead of paying for the shared token twice.
 
-The tier also learns from the model while it decodes (`hdlib.tiers.recycling`): every verification
-pass hands it the model's top guesses after each node, and it drafts from them too (part
-"recycled" in the trees), with at least half the budget once the model has been seen to continue
-the newest token. That part starts empty with each request. On Spec-Bench it is what the tier
-drafts most (README, "The GPU regime").
+This is the paper's model-dependent database: phrases of the model's own answers, built offline.
+What the model guessed in recent passes of the running request is another tier
+(`hdlib.tiers.recycling`, "recycled").
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,8 +27,7 @@ import numpy as np
 from hdlib.errors import HDError
 from hdlib.ngram import DraftSet, NGramIndex
 from hdlib.store import read_db
-from hdlib.tiers.base import Draft, DraftRow, DraftTier, ModelGuesses, Proposal, Tier
-from hdlib.tiers.recycling import Successors
+from hdlib.tiers.base import Draft, DraftRow, DraftTier, Proposal, Tier
 
 Continuation = tuple[Draft, int]  # (tokens after the key, document frequency)
 
@@ -43,18 +40,12 @@ class ModelSettings:
     # little and the CPU time much more than a 2-token key did (the measurement: commit 5037e59).
     min_key: int = 2
     per_key: int = 4  # continuations kept per key, most frequent first
-    # The online part (hdlib.tiers.recycling): the model's own top guesses after each token, as the
-    # verification passes compute them; 0 turns it off. Cleared at each request's start.
-    recycle_width: int = 8
-    phrases: bool = True  # draft from the phrase database (False: only the recycled guesses, for ablations)
 
     def __post_init__(self) -> None:
         if self.min_key < 1 or (self.max_key is not None and self.max_key < self.min_key):
             raise HDError(f"model tier: need 1 <= min_key <= max_key, got {self.min_key}, {self.max_key}")
         if self.per_key < 1:
             raise HDError("model tier: per_key must be at least 1")
-        if self.recycle_width < 0:
-            raise HDError("model tier: recycle_width must be 0 (off) or more")
 
 
 class ModelTier(DraftTier):
@@ -86,17 +77,11 @@ class ModelTier(DraftTier):
         for m in range(min_key, max_key + 1):
             for row, count in _top_per_key(ngrams, doc_freq, m, s.per_key):
                 self._index.add(row[:m], (tuple(row[m:]), count))
-        self.successors = Successors(s.recycle_width) if s.recycle_width else None
-        self.successors_wanted = s.recycle_width
 
     @classmethod
-    def recycling_only(cls, settings: ModelSettings | None = None) -> ModelTier:
-        """A model tier with no phrase database: it drafts only the model's own recycled guesses."""
-        settings = replace(settings or ModelSettings(), phrases=False)
-        if not settings.recycle_width:
-            raise HDError("model tier: with no phrase database it needs recycle_width > 0")
-        empty = np.zeros((0, 2), dtype=np.int64)
-        return cls(empty, np.zeros(0, dtype=np.int64), settings, {"model": "no database: recycled guesses only"})
+    def empty(cls, why: str) -> ModelTier:
+        """A model tier with no phrases (no database was built for the model): it drafts nothing."""
+        return cls(np.zeros((0, 2), dtype=np.int64), np.zeros(0, dtype=np.int64), meta={"model": why})
 
     @classmethod
     def from_file(cls, path: str | Path, fingerprint: str | None, settings: ModelSettings | None = None) -> ModelTier:
@@ -112,14 +97,6 @@ class ModelTier(DraftTier):
         except HDError as error:
             raise HDError(f"{path}: {error}: rebuild it with `hdlib build-db model`") from None
 
-    def begin(self, prompt: Sequence[int]) -> None:
-        if self.successors is not None:
-            self.successors.clear()
-
-    def observe_model(self, guesses: ModelGuesses) -> None:
-        if self.successors is not None:
-            self.successors.observe(guesses)
-
     def lookup(self, context: Sequence[int], budget: int) -> list[Draft]:
         return [p.tokens for p, _ in self._drafts(context, budget)]
 
@@ -127,27 +104,21 @@ class ModelTier(DraftTier):
         return [p for p, _ in self._drafts(context, budget)]
 
     def explain(self, context: Sequence[int], budget: int = 16) -> list[DraftRow]:
-        """The phrase database's drafts, each with the document frequency of its n-gram (in how many
-        of the model's answers it occurs), then the recycled guesses with the model's probability."""
+        """The drafts, each with the document frequency of its n-gram (in how many of the model's
+        answers it occurs)."""
         return [
             DraftRow(p.tokens, count, p.confidence[0] if p.confidence else None, p.key_length or None, p.source)
             for p, count in self._drafts(context, budget)
         ]
 
-    def _drafts(self, context: Sequence[int], budget: int) -> list[tuple[Proposal, int | None]]:
-        """The phrase database's drafts with their counts, then the recycled guesses (no count): half
-        the budget at least, when the model has been seen to continue the newest token."""
-        recycling = self.successors is not None and self.successors.guesses(int(context[-1]))[0] > 0
-        phrases_budget = (budget - budget // 2 if recycling else budget) if self.settings.phrases else 0
-        found = self._collect(context, phrases_budget)
-        drafts: list[tuple[Proposal, int | None]] = [
+    def _drafts(self, context: Sequence[int], budget: int) -> list[tuple[Proposal, int]]:
+        """The drafts with their counts; each draft's confidence is its first token's share of the
+        key's continuations."""
+        found = self._collect(context, budget)
+        return [
             (Proposal(d, key_length, confidence=(share,)), int(count))
             for d, (count, key_length, share) in zip(found.drafts, found.notes, strict=True)  # type: ignore[misc]
         ]
-        if recycling:
-            left = budget - (phrases_budget - found.left)
-            drafts += [(p, None) for p in self.successors.propose(context, left)]  # type: ignore[union-attr]
-        return drafts
 
     def _collect(self, context: Sequence[int], budget: int) -> DraftSet:
         found = DraftSet(budget)

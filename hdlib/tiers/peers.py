@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from hdlib.errors import HDError
 from hdlib.tiers.base import Draft, DraftTier, ModelGuesses, Proposal, Tier
-from hdlib.tiers.recycling import Successors
+from hdlib.tiers.guesses import Successors
 from hdlib.tiers.statistics import StatisticsSettings, StatisticsTier
 from hdlib.window import WINDOW_SOURCE, LookaheadWindow, WindowSettings
 
@@ -75,8 +75,8 @@ class TokenRecyclingTier(DraftTier):
         self.template = tree_template(RECYCLING_BRANCHES if branches is None else branches)
         if any(rank >= width for path in self.template for rank in path):
             raise HDError(f"token recycling: the static tree asks for successor ranks beyond the width {width}")
-        # Its own table, not one `share_successors` hands around: the model tier's part clears its
-        # table with each request, and Token Recycling keeps its table across requests.
+        # Its own table, not the one the engine keeps for the generation (`use_guesses`): that one
+        # starts empty with each request, and Token Recycling keeps its table across requests.
         self.table = Successors(width)
         self.successors_wanted = width
 

@@ -1,12 +1,18 @@
-"""The model tier's online part: the target model's own next-token guesses, recycled (Token Recycling).
+"""The recycled-guesses tier: the target model's own next-token guesses from recent passes (Token
+Recycling's idea, drafted hdlib's way).
 
 Every verification pass computes the model's logits at every node of the tree, and most of them
-are thrown away. This table keeps, for each token, the model's `width` most likely next tokens (and
-their probabilities) the last time that token was a node, whatever its context. Drafting walks the
-table from the newest token, best-first by the product of those probabilities, into a small tree;
-each drafted token carries its probability as the tier's confidence. Luo et al. (Token Recycling,
-2024) draft Spec-Bench's answers this way; here the table is one part of the model tier, beside the
-offline phrase database, and the value-ranked tree learns how far each rank and depth can be trusted.
+are thrown away. The decoding loop keeps, for each token and each token pair, the model's most
+likely next tokens (and their probabilities) the last time it saw them (`hdlib.tiers.guesses`), in
+one table per generation that it hands to this tier. Drafting walks the table from the newest
+token, best-first by the product of those probabilities, into a small tree; each drafted token
+carries its probability as the tier's confidence. Luo et al. (Token Recycling, 2024) draft from
+such a table too, with a static tree and a table kept across requests (`hdlib.tiers.peers`); here
+the table starts empty with each request, and the value-ranked tree learns how far each rank and
+depth can be trusted.
+
+The table is learned online from the model's passes, not built offline: this is not the paper's
+model-dependent database (`hdlib.tiers.model`), and every record names it apart.
 """
 
 from __future__ import annotations
@@ -14,103 +20,72 @@ from __future__ import annotations
 import heapq
 from collections.abc import Sequence
 
-from hdlib.errors import HDError
-from hdlib.tiers.base import ModelGuesses, Proposal, token_before_newest
+from hdlib.tiers.base import Draft, DraftTier, Proposal, Tier, token_before_newest
+from hdlib.tiers.guesses import Successors
 
-SOURCE = "recycled"
+WIDTH = 8  # the model's most likely next tokens kept per token (Token Recycling keeps 8 too)
 
 
-class Successors:
-    """The model's most likely next tokens after a token (order 1) and after a token pair (order 2).
+class RecycledTier(DraftTier):
+    """Drafts the model's own recent guesses: paths from the newest token through the table of what
+    the model predicted after each token (and token pair), best-first.
 
-    An order-2 entry is more specific to the context (the model saw that very pair) and is used
-    where there is one; order 1 fills in.
+    The decoding loop hands it the generation's table (`use_guesses`); until then, or outside a
+    generation, it has a table of its own that nothing fills.
     """
 
-    def __init__(self, width: int = 8) -> None:
-        if width < 1:
-            raise HDError(f"recycled successors: width must be at least 1, got {width}")
-        self.width = width
-        # (token,) or (previous token, token) -> (next token, probability), best first
-        self.table: dict[tuple[int, ...], tuple[tuple[int, float], ...]] = {}
-        self._last: ModelGuesses | None = None  # the pass observed last
+    tier = Tier.RECYCLED
 
-    def clear(self) -> None:
-        self.table.clear()
-        self._last = None
+    def __init__(self, width: int = WIDTH, max_depth: int = 8) -> None:
+        self.table = Successors(width)
+        self.successors_wanted = width
+        self.max_depth = max_depth
 
-    def observe(self, guesses: ModelGuesses) -> None:
-        """Keep the pass's guesses after every token and token pair; newer ones replace older ones.
-        A table shared by several readers (`share_successors`) takes each pass once."""
-        if guesses is self._last:
-            return
-        self._last = g = guesses
-        table, width = self.table, self.width
-        for token, before, nexts, probs in zip(g.tokens, g.previous, g.successors, g.probabilities, strict=True):
-            entry = tuple(zip(nexts[:width], probs))
-            table[(token,)] = entry
-            if before >= 0:
-                table[(before, token)] = entry
+    def use_guesses(self, table: Successors) -> None:
+        self.table = table
 
-    def guesses(self, token: int, before: int = -1) -> tuple[int, tuple[tuple[int, float], ...]]:
-        """(order used, guesses) after `token` preceded by `before`: (0, ()) when never seen."""
-        for key in ((before, token), (token,)) if before >= 0 else ((token,),):
-            found = self.table.get(key)
-            if found is not None:
-                return len(key), found
-        return 0, ()
+    def lookup(self, context: Sequence[int], budget: int) -> list[Draft]:
+        return [p.tokens for p in self.propose(context, budget)]
 
-    def probability(self, token: int, after: int, before: int = -1) -> float:
-        """The model's probability of `token` after (`before`, `after`) when it last saw them: 0 if it
-        was not among the `width` most likely, -1 if it never saw `after`."""
-        order, guesses = self.guesses(after, before)
-        if order == 0:
-            return -1.0
-        return next((p for t, p in guesses if t == token), 0.0)
+    def propose(self, context: Sequence[int], budget: int) -> list[Proposal]:
+        return best_paths(self.table, context, budget, self.max_depth)
 
-    def propose(self, context: Sequence[int], budget: int, max_depth: int = 8) -> list[Proposal]:
-        """Paths from the newest token of `context` through the table, best-first; each adds one
-        node to the trie. A proposal's key length is the order of the entry its last token came from.
-
-        A node's score is the product of the probabilities on its path. Each node's guesses are
-        best first, so a node's first child and its next sibling are the only candidates it opens:
-        the heap holds about two entries per proposal instead of `width`. Equal scores go in the
-        order they entered the heap."""
-        found: list[Proposal] = []
-        start = (token_before_newest(context), int(context[-1]))
-        # (-score, entry number, path, its probabilities, order used, the parent's score and guesses, rank)
-        heap: list[tuple[float, int, tuple[int, ...], tuple[float, ...], int, float, tuple, int]] = []
-        entries = 0
-
-        def open_child(
-            score: float, path: tuple[int, ...], probs: tuple[float, ...], used: int, guesses: tuple, rank: int
-        ) -> None:
-            nonlocal entries
-            nxt, p = guesses[rank]
-            heapq.heappush(heap, (-score * p, entries, (*path, nxt), (*probs, p), used, score, guesses, rank))
-            entries += 1
-
-        used, guesses = self.guesses(start[1], start[0])
-        if guesses and max_depth > 0:
-            open_child(1.0, (), (), used, guesses, 0)
-        while heap and len(found) < budget:
-            neg_score, _, path, probs, order, parent_score, siblings, rank = heapq.heappop(heap)
-            found.append(Proposal(path, key_length=order, source=SOURCE, confidence=probs))
-            if rank + 1 < len(siblings):
-                open_child(parent_score, path[:-1], probs[:-1], order, siblings, rank + 1)
-            if len(path) < max_depth:
-                used, guesses = self.guesses(path[-1], (start + path)[-2])
-                if guesses:
-                    open_child(-neg_score, path, probs, used, guesses, 0)
-        return found
+    def __repr__(self) -> str:
+        return f"RecycledTier({len(self.table.table):,} keys of width {self.table.width})"
 
 
-def share_successors(readers: Sequence[object]) -> None:
-    """Give every reader of the model's recycled guesses (an object with a `successors` table: the
-    model tier, the value-ranked tree) of one width the same table, so that each verification pass
-    fills one table once instead of one per reader."""
-    shared: dict[int, Successors] = {}
-    for reader in readers:
-        table = getattr(reader, "successors", None)
-        if isinstance(table, Successors):
-            reader.successors = shared.setdefault(table.width, table)  # type: ignore[attr-defined]
+def best_paths(table: Successors, context: Sequence[int], budget: int, max_depth: int = 8) -> list[Proposal]:
+    """Paths from the newest token of `context` through `table`, best-first; each adds one node to
+    the trie. A proposal's key length is the order of the entry its last token came from.
+
+    A node's score is the product of the probabilities on its path. Each node's guesses are best
+    first, so a node's first child and its next sibling are the only candidates it opens: the heap
+    holds about two entries per proposal instead of the table's width. Equal scores go in the order
+    they entered the heap."""
+    found: list[Proposal] = []
+    start = (token_before_newest(context), int(context[-1]))
+    # (-score, entry number, path, its probabilities, order used, the parent's score and guesses, rank)
+    heap: list[tuple[float, int, tuple[int, ...], tuple[float, ...], int, float, tuple, int]] = []
+    entries = 0
+
+    def open_child(
+        score: float, path: tuple[int, ...], probs: tuple[float, ...], used: int, guesses: tuple, rank: int
+    ) -> None:
+        nonlocal entries
+        nxt, p = guesses[rank]
+        heapq.heappush(heap, (-score * p, entries, (*path, nxt), (*probs, p), used, score, guesses, rank))
+        entries += 1
+
+    used, guesses = table.guesses(start[1], start[0])
+    if guesses and max_depth > 0:
+        open_child(1.0, (), (), used, guesses, 0)
+    while heap and len(found) < budget:
+        neg_score, _, path, probs, order, parent_score, siblings, rank = heapq.heappop(heap)
+        found.append(Proposal(path, key_length=order, confidence=probs))
+        if rank + 1 < len(siblings):
+            open_child(parent_score, path[:-1], probs[:-1], order, siblings, rank + 1)
+        if len(path) < max_depth:
+            used, guesses = table.guesses(path[-1], (start + path)[-2])
+            if guesses:
+                open_child(-neg_score, path, probs, used, guesses, 0)
+    return found

@@ -50,7 +50,7 @@ def drafter_tree(tiers: Sequence[DraftTier], context: Sequence[int], budget: int
     Tiers are begun with `context` (a context tier forgets what it held)."""
     drafter = Drafter(list(tiers))
     drafter.begin(list(context))
-    return drafter.draft(list(context), budget, max_depth=budget)
+    return drafter.draft(list(context), budget, max_depth=budget)[0]
 
 
 def tier_drafts_table(rows: Sequence[TierDraft], label: TokenLabel | None = None) -> go.Figure:

@@ -203,6 +203,9 @@ def _bonus_trace(bonus: int | None, at: Point | None, text: str, label: TokenLab
 def _node_hover(tree: DraftTree, node: int, label: TokenLabel, on_path: bool, step: Step | None = None) -> str:
     token = tree.tokens[node]
     where = "the newest context token" if node == 0 else f"tier: {tier_name(tree.tiers[node])}"
+    also = sorted(t.name for t in tree.proposing_tiers(node) if t != tree.tiers[node]) if node else []
+    if also:
+        where += f" (drafted too by {', '.join(also)})"
     state = "accepted" if on_path and node else ("rejected" if node else "")
     if step is not None and step.choices is not None and node:
         tried = step.accept_probs[node] if step.accept_probs is not None else None
