@@ -3,8 +3,9 @@
 A kernel-only run (test_notebooks.py) sees no drawing: a figure 0 px high, a widget view that fails in
 plotly's JavaScript, a stale legend, a cut title. Here a JupyterLab of our own serves a copy of
 notebooks/, and tests/browser/notebooks.mjs (playwright-core on Debian's /usr/bin/chromium) opens
-every notebook and runs all its cells; in 03 and 05 it clicks and moves the widgets' controls and
-shows a widget a second time, and reloads 03's page; it writes what the page showed into a report
+every notebook and runs all its cells; in 03 and 05 it clicks and moves the widgets' controls (in 03
+the budget too, and predict mode: a guess made, revealed, scored) and shows a widget a second time,
+and reloads 03's page; it writes what the page showed into a report
 that the tests below read.
 Screenshots stay in pytest's temporary folder and in tests/browser/artifacts/.
 
@@ -273,15 +274,17 @@ def test_legend_swatches_are_the_tier_colours(report):
 
 def test_the_step_through_follows_clicks_and_sliders(report):
     shots = notebook(report, "03_step_through.ipynb")["snapshots"]
+
     def by_title(snapshot):  # "answer after step 3: ..." -> "answer after step"
         return {p["title"].split(":")[0].rstrip("0123456789 "): p for p in widget_plots(snapshot, 0)}
 
-    figures = {name: by_title(shots[name]) for name in ("run", "tier", "step", "temperature")}
+    figures = {name: by_title(shots[name]) for name in ("run", "tier", "step", "temperature", "budget")}
     assert set(figures["run"]) == {"answer after step", "step", "tokens per step"}, list(figures["run"])
     changed = {
         "tier": ["answer after step", "tokens per step"],  # model unticked: a new generation
         "step": ["answer after step", "step"],  # the last step: more tokens, another tree
         "temperature": ["answer after step", "tokens per step"],  # sampled: a new generation
+        "budget": ["tokens per step"],  # 4 draft tokens per step: fewer drafted (the sample is the same)
     }
     before = "run"
     for action, names in changed.items():
@@ -292,6 +295,27 @@ def test_the_step_through_follows_clicks_and_sliders(report):
     first = figures["run"]["answer after step"]  # step 0: a token or a few, on one line
     text_bottom = max((label["box"]["bottom"] for label in first["labels"]), default=first["svg"]["top"])
     assert first["svg"]["bottom"] - text_bottom < 40, "a blank band under the answer at step 0"
+
+
+def verdict_points(tree: dict) -> dict[str, int]:
+    """Points drawn of a tree figure's accepted path, crosses and bonus token."""
+    return {d["name"]: d["points"] for d in tree["data"] if d["name"] in ("accepted path", "rejected", "bonus")}
+
+
+def test_predict_mode_hides_the_verdict_then_reveals_and_scores_a_guess(report):
+    entry = notebook(report, "03_step_through.ipynb")
+    shots = entry["snapshots"]
+    trees = {}
+    for name in ("budget", "predict", "reveal"):
+        (trees[name],) = [p for p in widget_plots(shots[name], 0) if re.match(r"step \d+:", p["title"] or "")]
+    hidden, real = trees["predict"], trees["reveal"]
+    assert "which will the model accept" in hidden["title"] and draws_a_tree(hidden)
+    assert sum(verdict_points(hidden).values()) == 0, verdict_points(hidden)
+    assert verdict_points(real)["accepted path"] > 0 or verdict_points(real)["rejected"] > 0
+    assert real["hash"] == trees["budget"]["hash"], "the revealed tree is not the step's tree"
+    assert re.search(r"\(depth\s\d+\)", entry["guess"]), entry["guess"]  # \s: innerText has no-break spaces
+    said = r"step \d+: (exactly right|you picked depth \d+ on the accepted path|the model rejected that branch)"
+    assert re.search(said, entry["score"]), entry["score"]
 
 
 def draws_a_tree(p: dict) -> bool:

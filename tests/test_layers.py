@@ -45,6 +45,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("benchlog",),
     ("viz.generation",),
     ("viz.tree", "viz.mechanics", "viz.lookup", "viz.bench", "viz.cost", "viz.sampling"),
+    ("viz.paper",),
     ("viz.widgets",),
     ("viz",),
     ("cli.parser",),  # the command line's arguments

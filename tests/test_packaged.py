@@ -116,6 +116,75 @@ def test_hd_with_all_three_tiers_equals_plain_on_the_packaged_model(lm, plain, i
         assert hd.tier_order == list(DEFAULT_TIERS)
 
 
+def test_what_notebook_00_says_of_the_order_holds(lm):
+    """00's second answer, on its prompt: at the auto budget the order mostly moves the credit (the
+    statistics tier asked first is credited more, the context tier less, the text the same); at a
+    budget of 4 the statistics tier asked first fills the slots, the context tier drafts nothing and
+    MAT falls below the default order's."""
+    prompt = (ROOT / "data/prompts/summarize.txt").read_text()
+    plain = generate(lm, prompt, (), max_new_tokens=96)
+    credit = {}
+    for budget in (None, 4):
+        for tiers in ("context,recycled,model,statistics", "statistics,model,recycled,context"):
+            g = generate(lm, prompt, tiers, max_new_tokens=96, budget=budget)
+            assert g.tokens == plain.tokens
+            credit[budget, tiers[0]] = {t.name: n for t, n in g.tier_counts.items()}, g.mat
+    (c_auto, _), (s_auto, _) = credit[None, "c"], credit[None, "s"]
+    assert s_auto.get("statistics", 0) > 2 * c_auto.get("statistics", 0)
+    assert 2 * s_auto.get("context", 0) < c_auto.get("context", 0)
+    (c_4, c_mat), (s_4, s_mat) = credit[4, "c"], credit[4, "s"]
+    assert s_4.get("context", 0) == 0 and s_4["statistics"] > c_4.get("statistics", 0)
+    assert s_mat < c_mat - 0.3
+
+
+def test_what_notebook_03_says_of_its_prompt_holds(lm):
+    """03's answers, on the prompt its widget opens with (64 tokens): at a fixed budget the statistics
+    tier asked first takes every accepted draft and MAT falls (2.5 to 1.6 at 16); at auto the two
+    orders are close; at T = 0.8 MAT falls to about 2; `Follow` beats `Echo` there, and on the boiling
+    point question raises MAT above that of no tier of one's own."""
+    import hdlib
+    from hdlib.viz import prompt_choices
+
+    prompts = prompt_choices()
+    doc, boil = (next(p for label, p in prompts.items() if label.startswith(k)) for k in ("11 ", "7 "))
+    mat = {}
+    for budget in (4, 16, 64, None):
+        for tiers in ("context,recycled,model,statistics", "statistics,context,recycled,model"):
+            g = generate(lm, doc, tiers, max_new_tokens=64, budget=budget)
+            mat[budget, tiers[0]] = g.mat
+            if budget and tiers[0] == "s":
+                assert {t.name for t in g.tier_counts} == {"statistics", "bonus"}
+    assert all(mat[b, "c"] > mat[b, "s"] + 0.5 for b in (4, 16, 64))
+    assert round(mat[16, "c"], 1) == 2.5 and round(mat[16, "s"], 1) == 1.6
+    assert abs(mat[None, "c"] - mat[None, "s"]) < 0.25
+    sampled = [generate(lm, doc, max_new_tokens=64, budget=16, temperature=0.8, seed=s).mat for s in (0, 1)]
+    assert all(1.8 < m < mat[16, "c"] - 0.3 for m in sampled)
+
+    class Echo(hdlib.DraftTier):
+        tier = hdlib.Tier("echo", "X", "#999933")
+
+        def lookup(self, context, budget):
+            return [tuple(context[-1:]) * 4, tuple(context[-3:])]
+
+    class Follow(hdlib.DraftTier):
+        tier = hdlib.Tier("follow", "F", "#56B4E9")
+
+        def lookup(self, context, budget):
+            for i in range(len(context) - 2, -1, -1):
+                if context[i] == context[-1]:
+                    return [tuple(context[i + 1 : i + 4])]
+            return []
+
+    def run(prompt, mine):
+        g = generate(lm, prompt, ["C", *mine, "M"], max_new_tokens=64, budget=16)
+        return g.mat, {t.name: n for t, n in g.tier_counts.items()}
+
+    (none_mat, _), (echo_mat, echo), (follow_mat, follow) = (run(doc, m) for m in ([], [Echo()], [Follow()]))
+    assert follow.get("follow", 0) > echo.get("echo", 0) and follow_mat > echo_mat and echo_mat <= none_mat + 0.05
+    (none_mat, _), (follow_mat, follow) = (run(boil, m) for m in ([], [Follow()]))
+    assert follow_mat > none_mat + 0.1 and follow["follow"] >= 5
+
+
 # Sampling: (tiers, budget, temperature, top_p, top_k); None budget is the value-ranked tree.
 SAMPLED = [
     ("context,model,statistics", None, 1.0, 1.0, 0),

@@ -463,7 +463,7 @@ class CountingGenerate:
         self.calls.append(s)
         tiers = [ShortOracle(self.truths[s.prompt], VOCAB, seed=k, tier=t) for k, t in enumerate(s.tiers)]
         return hdlib.generate(
-            self.lm, s.prompt, tiers=tiers, max_new_tokens=s.max_new_tokens, budget=8,
+            self.lm, s.prompt, tiers=tiers, max_new_tokens=s.max_new_tokens, budget=s.budget,
             temperature=s.temperature, seed=s.seed,
         )  # fmt: skip
 
@@ -471,7 +471,7 @@ class CountingGenerate:
 @pytest.fixture
 def view(lm, truths):
     fn = CountingGenerate(lm, truths)
-    v = viz.StepThrough(lm, PROMPTS, generate=fn, max_new_tokens=MAX_NEW)
+    v = viz.StepThrough(lm, PROMPTS, generate=fn, max_new_tokens=MAX_NEW, budget=8)
     v.calls = fn.calls
     return v
 
@@ -712,11 +712,11 @@ def test_the_trials_and_outcome_figures_show_the_rule():
     assert out.data[2].marker.color == "#D55E00" and out.data[1].marker.color != "#D55E00"  # the broken rule fails
 
 
-def test_the_tree_marks_each_rejection_with_what_the_model_wanted():
+def test_the_tree_marks_each_rejection_with_the_token_emitted_there():
     step = hand_trace().steps[0]  # accepted 0 -> 1 -> 2, then the bonus token 9
     record = dataclasses.replace(
         step,
-        choices=(1, 2, 9, 0, 0, 0),
+        choices=(3, 3, 3, 0, 0, 0),  # as when sampling: the most likely token is not the one drawn
         choice_probs=(0.9, 0.8, 0.7, 0.5, 0.5, 0.5),
         accept_probs=(1.0, 1.0, 1.0, 0.0, 0.0, 0.0),
     )
@@ -724,14 +724,170 @@ def test_the_tree_marks_each_rejection_with_what_the_model_wanted():
     fig = viz.draft_tree_figure(record, label=lambda t: f"w{t}")
     crossed = trace_of(fig, "rejected")
     assert [int(c[0]) for c in crossed.customdata] == [3, 4, 5] and list(crossed.text) == [
-        "\u2192 w9",
-        "\u2192 w2",
+        "\u2192 w9",  # under the path's end: the bonus token
+        "\u2192 w2",  # under node 1: the accepted draft after it
         "\u2192 w1",
     ]
     hover = {int(c[0]): h for t in fig.data if t.customdata for c, h in zip(t.customdata, t.hovertext)}
     assert (
-        "rejected: the model wanted 2 'w2' after its parent" in hover[4]
-        and "probability of acceptance: 0.00" in hover[4]
+        "rejected: the model took 2 'w2' after its parent" in hover[4] and "probability of acceptance: 0.00" in hover[4]
     )
-    assert "the model's choice after it: 9 'w9' (p 0.70)" in hover[2] and "rejected" not in hover[2]
+    assert "the model's most likely token after it: 3 'w3' (p 0.70)" in hover[2] and "rejected" not in hover[2]
     assert len(trace_of(viz.draft_tree_figure(step), "rejected").x) == 0  # a record without them marks nothing
+
+
+# The budget control, the tiers' rates, predict mode ------------------------------------------------
+
+
+def test_the_budget_control_regenerates_with_that_budget_once_per_setting(view):
+    assert view.budget_choice.options == ("4", "8", "16", "64", "auto") and view.budget_choice.value == "8"
+    assert view.calls[-1].budget == 8
+    first = view.generation
+    for choice, budget in [("4", 4), ("64", 64), ("auto", None)]:
+        view.budget_choice.value = choice
+        assert view.calls[-1].budget == budget and view.generation is not first
+        steps = view.generation.steps
+        if budget is None:  # the value-ranked tree: each step sized by its estimates
+            assert all(s.estimates is not None for s in steps)
+        else:
+            assert all(s.estimates is None and s.tree.n_drafted <= budget for s in steps)
+            assert max(s.budget for s in steps) == budget
+    assert len(view.calls) == 4
+    view.budget_choice.value = "8"  # back to a cached setting
+    assert len(view.calls) == 4 and view.generation is first
+    with pytest.raises(HDError, match="budget"):
+        viz.Settings("hello", budget=0)
+
+
+def test_tier_rates_count_every_tier_that_drafted_a_node():
+    rates = {r.tier: r for r in viz.generation.tier_rates(hand_trace())}
+    # Step 0: C drafts nodes 1-3, M nodes 1 (with C) and 4, S node 5; 1 and 2 accepted. Step 1: M 6, 8; 6 accepted.
+    assert set(rates) == {C, M}  # the generation's tiers (S is not among them)
+    assert (rates[C].drafted, rates[C].accepted, rates[C].stats.credited) == (3, 2, 2)
+    assert (rates[M].drafted, rates[M].accepted, rates[M].stats.credited) == (4, 2, 1)
+    assert rates[M].rate == 0.5
+    lines = viz.generation.tier_stats_table(hand_trace()).splitlines()
+    assert lines[0].split() == ["tier", "asked", "drafted", "accepted", "rate", "credited"]
+    assert lines[1].split() == ["context", "0", "3", "2", "67%", "2"]
+    assert lines[2].split() == ["model", "0", "4", "2", "50%", "1"]
+
+
+def test_the_step_through_shows_each_tiers_rates(view):
+    gen = view.generation
+    for r in viz.generation.tier_rates(gen):
+        proposers = [s.tree.proposers[i] for s in gen.steps for i in range(1, len(s.tree))]
+        drafted = sum(any(t is r.tier for t, _ in p) for p in proposers)
+        accepted = sum(
+            r.tier in s.tree.proposing_tiers(node)
+            for s in gen.steps
+            for node, tier in zip(s.accepted_nodes[1:], s.tiers)
+            if tier is not T
+        )
+        assert (r.drafted, r.accepted) == (drafted, accepted) and drafted > 0
+        assert r.accepted >= r.stats.credited and f"{r.tier.name}</td>" in view.tier_table.value
+    view.tier_boxes[M].value = False
+    assert "model</td>" not in view.tier_table.value  # the table follows the generation
+
+
+def accepted_prefix(path: list[int], accepted: tuple[int, ...]) -> int:
+    """Brute force: drafts of `path` (root first) that are accepted nodes."""
+    return sum(node in accepted for node in path[1:])
+
+
+@pytest.mark.parametrize("temperature", [0.0, 1.0])
+def test_a_guess_is_scored_against_the_accepted_path(lm, truths, temperature):
+    prompt = PROMPTS["first"]
+    tiers = [OracleTier(truths[prompt], VOCAB, seed=2, tier=t) for t in (C, M)]
+    gen = hdlib.generate(lm, prompt, tiers=tiers, max_new_tokens=MAX_NEW, budget=16, temperature=temperature, seed=4)
+    kinds = set()
+    for step in gen.steps:
+        refused = set(step.rejected())
+        for node in range(len(step.tree)):
+            path = step.tree.path_to(node)
+            score = viz.tree.score_guess(step, node)
+            kept = accepted_prefix(path, step.accepted_nodes)
+            off = [n for n in path if n not in step.accepted_nodes]
+            assert (score.depth, score.accepted, score.kept) == (len(path) - 1, len(step.accepted_nodes) - 1, kept)
+            assert score.exact == (node == step.accepted_nodes[-1])
+            if off:  # the first draft off the path was tried and refused: the engine's own record says so
+                assert score.rejected_at == step.tree.depth(off[0]) and off[0] in refused
+                assert f"rejected that branch at depth {score.rejected_at}" in score.message
+                kinds.add("rejected")
+            else:
+                assert score.rejected_at is None
+                kinds.add("exact" if score.exact else "short")
+                said = f"depth {score.depth} on the accepted path: {score.depth} of {score.accepted}"
+                assert score.exact or said in score.message
+    accepting = any(len(s.accepted_nodes) > 1 for s in gen.steps)  # a step with a guess short of its path
+    assert kinds == {"rejected", "exact", *(["short"] if accepting else [])} and (accepting or temperature > 0)
+    with pytest.raises(ValueError):
+        viz.tree.score_guess(gen.steps[0], len(gen.steps[0].tree))
+
+
+def test_guess_options_name_every_node_by_the_text_of_its_path():
+    tree = first_tree()
+    options = viz.tree.guess_options(tree, label=lambda t: f"w{t}")
+    assert [node for _, node in options] == [0, 1, 2, 3, 4, 5]  # branch by branch
+    assert options[0][0] == "no draft accepted (depth 0)"
+    assert dict((node, text) for text, node in options)[4] == "w1w4 (depth 2)"
+    twins = DraftTree(root=0)
+    twins.add([1], C, 10, 10)
+    twins.add([1], M, 10, 10)
+    texts = [text for text, _ in viz.tree.guess_options(twins)]
+    assert len(set(texts)) == len(texts) == 1 + len(twins.children(0))
+
+
+def drawn_verdict(fig) -> tuple[int, int, int]:
+    """Points of the accepted path's edges, crosses and bonus token drawn in a tree figure."""
+    return tuple(len(trace_of(fig, name).x or ()) for name in ("accepted path", "rejected", "bonus"))
+
+
+def test_predict_mode_hides_the_verdict_until_revealed_then_scores_the_guess(view):
+    gen = view.generation
+    k = max(range(len(gen.steps)), key=lambda i: len(gen.steps[i].rejected()) + len(gen.steps[i].accepted_nodes))
+    view.step.value = k
+    step = gen.steps[k]
+    real = view.tree_fig.figure
+    assert all(drawn_verdict(real)) and view.predict_box.layout.display == "none"
+    view.predict.value = True
+    hidden = view.tree_fig.figure
+    assert drawn_verdict(hidden) == (0, 0, 0) and "which will the model accept" in hidden.layout.title.text
+    assert not any("rejected" in h or "accepted" in h for t in hidden.data for h in t.hovertext or ())
+    assert list(view.guess.options) == viz.tree.guess_options(step, view.label) and view.guess.value is None
+    view.guess.value = step.accepted_nodes[-1]  # the right answer
+    assert drawn_verdict(view.tree_fig.figure) == (0, 0, 0)  # a guess reveals nothing
+    view.reveal.click()
+    assert drawn_verdict(view.tree_fig.figure) == drawn_verdict(real) and "exactly right" in view.score.value
+    assert view.guess.disabled and view.reveal.disabled
+    view.step.value = k - 1  # another step: hidden again, the guess cleared
+    assert drawn_verdict(view.tree_fig.figure) == (0, 0, 0)
+    assert view.guess.value is None and view.score.value == "" and not view.guess.disabled
+    wrong = step.rejected()[0]
+    view.step.value = k
+    view.guess.value = wrong
+    view.reveal.click()
+    assert f"rejected that branch at depth {step.tree.depth(wrong)}" in view.score.value
+    view.predict.value = False
+    assert drawn_verdict(view.tree_fig.figure) == drawn_verdict(real) and view.predict_box.layout.display == "none"
+    assert len(view.calls) == 1  # guessing never generates
+
+
+def test_the_tree_names_the_token_drawn_at_each_rejection_when_sampling(lm, truths):
+    """At temperature > 0 the model's most likely token is not the one it drew: the label is the drawn one."""
+    prompt = PROMPTS["first"]
+    tiers = [OracleTier(truths[prompt], VOCAB, seed=5, tier=t) for t in (C, M)]
+    gen = hdlib.generate(lm, prompt, tiers=tiers, max_new_tokens=48, budget=16, temperature=1.0, seed=3)
+    checked = not_the_argmax = 0
+    for step in gen.steps:
+        fig = viz.draft_tree_figure(step, label=lambda t: f"w{t}")
+        crossed = {int(c[0]): int(c[1]) for c in trace_of(fig, "rejected").customdata}
+        assert set(crossed) == set(step.rejected())
+        last = step.accepted_nodes[-1]
+        if len(step.tokens) < len(step.accepted_nodes):
+            continue  # an end token cut the step: no token was emitted after the path's end
+        emitted = step.tokens[len(step.accepted_nodes) - 1]  # the bonus: the model's draw after the path
+        for node in step.tree.children(last):
+            assert crossed[node] == emitted
+            checked += 1
+            not_the_argmax += emitted != step.choices[last]
+    assert checked > 10 and not_the_argmax > 0  # labels the argmax would have got wrong

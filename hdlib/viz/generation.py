@@ -13,7 +13,9 @@ when a labeller is given (e.g. `token_labeller(lm)`); else the id in brackets.
 from __future__ import annotations
 
 import html
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from functools import lru_cache
 
 import plotly.graph_objects as go
@@ -21,7 +23,7 @@ from plotly.subplots import make_subplots
 
 from hdlib.models import LoadedModel
 from hdlib.tiers.base import BONUS, Tier
-from hdlib.trace import Generation
+from hdlib.trace import Generation, TierStats
 
 TokenLabel = Callable[[int], str]
 ROOT_COLOR = "#000000"
@@ -161,6 +163,70 @@ def _token_hover(token: int, piece: str, tier: Tier, step: int) -> str:
 def hover_text(piece: str) -> str:
     """A piece in hover text: its repr, escaped as `show` escapes."""
     return html.escape(repr(piece), quote=False)
+
+
+# Per-tier rates -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TierRate:
+    """What one tier drafted in a generation and what of it the model accepted. A node two tiers
+    drafted counts for both (`drafted`, `accepted`); `stats.credited` counts it for the first only."""
+
+    stats: TierStats  # the generation's own per-tier record: credited, alone, shared, asked, lookup_s
+    drafted: int  # nodes of the verified trees it proposed, alone or with another tier
+    accepted: int  # of those, the emitted drafts
+
+    @property
+    def tier(self) -> Tier:
+        return self.stats.tier
+
+    @property
+    def rate(self) -> float:
+        """The share of its drafted nodes the model accepted (0 when it drafted none)."""
+        return self.accepted / self.drafted if self.drafted else 0.0
+
+
+def tier_rates(gen: Generation) -> list[TierRate]:
+    """Per tier of `gen`, in order: nodes drafted, nodes accepted, beside `Generation.tier_stats()`."""
+    drafted: Counter[Tier] = Counter()
+    accepted: Counter[Tier] = Counter()
+    for s in gen.steps:
+        for node in range(1, len(s.tree)):
+            drafted.update(s.tree.proposing_tiers(node))
+        for proposers in s.accepted_proposers():
+            accepted.update(proposers)
+    return [TierRate(r, drafted[r.tier], accepted[r.tier]) for r in gen.tier_stats()]
+
+
+TIER_COLUMNS = ("tier", "asked", "drafted", "accepted", "rate", "credited")
+
+
+def _tier_row(r: TierRate) -> tuple[str, ...]:
+    return (r.tier.name, str(r.stats.asked), str(r.drafted), str(r.accepted), f"{r.rate:.0%}", str(r.stats.credited))
+
+
+def tier_stats_table(gen: Generation) -> str:
+    """The per-tier rates as a text table: steps asked, nodes drafted and accepted, the acceptance
+    rate, and the emitted tokens credited to the tier (a token several tiers drafted: to the first)."""
+    rows = [TIER_COLUMNS, *(_tier_row(r) for r in tier_rates(gen))]
+    widths = [max(len(row[k]) for row in rows) for k in range(len(TIER_COLUMNS))]
+    return "\n".join(
+        "  ".join(cell.ljust(w) if k == 0 else cell.rjust(w) for k, (cell, w) in enumerate(zip(row, widths)))
+        for row in rows
+    )
+
+
+def tier_stats_html(gen: Generation) -> str:
+    """`tier_stats_table` as an HTML table, each tier's name in its colour."""
+    head = "".join(f'<th style="padding:0 8px">{c}</th>' for c in TIER_COLUMNS)
+    body = "".join(
+        f'<tr><td style="color:{r.tier.color};padding:0 8px">&#9632; {html.escape(r.tier.name)}</td>'
+        + "".join(f'<td style="text-align:right;padding:0 8px">{c}</td>' for c in _tier_row(r)[1:])
+        + "</tr>"
+        for r in tier_rates(gen)
+    )
+    return f"<table><tr>{head}</tr>{body}</table>"
 
 
 # Per-step counts and comparisons -----------------------------------------------------------------

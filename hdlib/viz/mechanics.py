@@ -4,17 +4,27 @@ Each figure is computed by the engine's own functions (`tree_buffers`, `tree_att
 `compact_cache`) on the CPU, not re-implemented here, so the picture is what the model is given.
 A step's cache holds `past_len = step.context_len - 1` tokens (all but the tree's root); the
 figures show only its last `past_shown` entries, as the context every node may see.
+
+A chain comes before a tree: `chain_tree` makes one (k new tokens after a cached prefix, as a
+prefill or a single draft), whose mask is the plain causal lower triangle; a tree's mask generalises
+it (each node sees its ancestors). `precision_runs` decodes one prompt by plain decoding and HD in
+each of several dtypes and says where (if anywhere) the two part, with `hdlib.divergence.explain`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from types import SimpleNamespace
 
 import plotly.graph_objects as go
 import torch
 
+from hdlib.decoding import generate
+from hdlib.divergence import Divergence, dtype_name, explain
 from hdlib.errors import HDError
+from hdlib.models import LoadedModel
+from hdlib.tiers import BONUS, Tier
 from hdlib.trace import Generation, Step
 from hdlib.tree import DraftTree, TreeBuffers, tree_buffers
 from hdlib.verifier import compact_cache, tree_attention_mask
@@ -37,6 +47,20 @@ def _node_labels(tree: DraftTree, label: TokenLabel) -> list[str]:
         color = ROOT_COLOR if tier is None else tier.color
         out.append(f'<span style="color:{color}">{i} {show(label(token))}</span>')
     return out
+
+
+def chain_tree(tokens: Sequence[int], tier: Tier = BONUS) -> DraftTree:
+    """One chain as a tree: `tokens[0]` the root, each next token the only child of the one before.
+    Fed after a cache of `past_len` tokens, it is what one pass over k new tokens sees."""
+    if not tokens:
+        raise HDError("a chain needs at least one token")
+    tree = DraftTree(root=int(tokens[0]))
+    tree.add([int(t) for t in tokens[1:]], tier, max_new=len(tokens), max_depth=len(tokens), merge=False)
+    return tree
+
+
+def is_chain(tree: DraftTree) -> bool:
+    return all(parent == node - 1 for node, parent in enumerate(tree.parents))
 
 
 def showcase_step(gen: Generation) -> Step:
@@ -99,8 +123,9 @@ def attention_mask_figure(
         )
     )
     fig.add_vline(x=shown - 0.5, line={"color": "#333333", "width": 2})
+    kind = "causal mask of a chain" if is_chain(tree) else "tree attention mask"
     fig.update_layout(
-        title=f"tree attention mask: {len(tree)} nodes over {past} cached tokens (last {shown} shown)",
+        title=f"{kind}: {len(tree)} new tokens over {past} cached tokens (last {shown} shown)",
         xaxis={"title": "key", "tickvals": list(range(len(columns))), "ticktext": columns, "tickangle": -60},
         yaxis={
             "title": "query (tree node)",
@@ -224,3 +249,38 @@ def cache_compaction_figure(step: Step, past_shown: int = 4, label: TokenLabel |
     )
     fig.update_traces(textfont={"color": "#222222"})
     return fig
+
+
+# Precision: lossless in exact arithmetic, observed in float32, near-ties in bfloat16 ---------
+
+
+@dataclass(frozen=True)
+class PrecisionRun:
+    """One prompt decoded by plain decoding and by HD with the model in one dtype."""
+
+    dtype: str
+    plain: Generation
+    hd: Generation
+    divergence: Divergence | None  # where HD's answer parts from plain decoding's, weighed; None: equal
+
+    @property
+    def same(self) -> bool:
+        return self.divergence is None
+
+    def describe(self) -> str:
+        head = f"{self.dtype:9} HD (MAT {self.hd.mat:.2f}) vs plain decoding, {len(self.plain.tokens)} tokens: "
+        return head + ("identical, token for token" if self.same else f"part at {self.divergence.describe()}")
+
+
+def precision_runs(
+    lms: Sequence[LoadedModel], prompt: str | Sequence[int], max_new_tokens: int = 48, **hd_options
+) -> list[PrecisionRun]:
+    """Greedy plain decoding and HD (`hd_options`: tiers, budget, ...) on `prompt` with each model
+    (the same weights loaded in several dtypes, `load_model(dtype=...)`), and where they part."""
+    runs = []
+    for lm in lms:
+        plain = generate(lm, prompt, tiers=(), max_new_tokens=max_new_tokens)
+        hd = generate(lm, prompt, max_new_tokens=max_new_tokens, **hd_options)
+        parted = explain(lm.model, plain.prompt_ids, plain.tokens, hd.tokens)
+        runs.append(PrecisionRun(dtype_name(lm.model.dtype), plain, hd, parted))
+    return runs

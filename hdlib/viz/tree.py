@@ -1,9 +1,11 @@
 """The draft tree of one step: the tiers' drafts as a tree coloured by tier, the accepted path
-ringed and drawn thick, each rejection crossed out with the token the model wanted, the bonus token."""
+ringed and drawn thick, each rejection crossed out with the token the model emitted in its place,
+the bonus token. With `hide_outcome`, the same drafts with nothing of the verdict: for a guess."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import plotly.graph_objects as go
 
@@ -52,12 +54,32 @@ def tree_layout(tree: DraftTree, bonus_after: int | None = None) -> list[tuple[f
     return xy if bonus_after is None else [*xy, (float(depths[bonus_after] + 1), -y[n])]
 
 
+def emitted_at(step: Step, parent: int) -> int | None:
+    """The token the step put after `parent`, a node of its accepted path: the next accepted draft,
+    or after the path's end the bonus token (the model's draw: at temperature > 0 not always its most
+    likely token). None where an end token cut the step before that position."""
+    path, depth = step.accepted_nodes, step.tree.depth(parent)
+    if depth + 1 < len(path):
+        return step.tree.tokens[path[depth + 1]]
+    return step.tokens[depth] if depth < len(step.tokens) else None
+
+
+def taken_instead(step: Step, node: int) -> int:
+    """What the model emitted where it refused `node` (a tried node: its parent is on the accepted
+    path); the model's most likely token there when the step emitted none."""
+    parent = step.tree.parents[node]
+    emitted = emitted_at(step, parent)
+    assert step.choices is not None
+    return step.choices[parent] if emitted is None else emitted
+
+
 def draft_tree_figure(
     step: Step | DraftTree,
     label: TokenLabel | None = None,
     accepted: Sequence[int] | None = None,
     bonus: int | None = None,
     tiers: Sequence[Tier] | None = None,
+    hide_outcome: bool = False,
 ) -> go.Figure:
     """The drafts of one step as a tree coloured by tier, the accepted path ringed and drawn thick,
     the model's bonus token after it. A bare `DraftTree` has no accepted path unless given.
@@ -65,9 +87,16 @@ def draft_tree_figure(
     Traces, in order: edges, accepted edges, root, one per tier of `tiers` (default: the tree's, in
     the order they drafted; pass the generation's to keep the traces alike from step to step),
     rejected, bonus. Every node's customdata is [node, token id, tier]. A step's record says what
-    the model wanted after every node: each node's hover says it, and each rejection (a node tried
-    and refused) is crossed out with the token the model wanted instead."""
+    the model made of every node: each node's hover says it (and its most likely next token), and
+    each rejection (a node tried and refused) is crossed out with the token the model emitted in its
+    place (`taken_instead`).
+    With `hide_outcome`, a step's drafts are drawn as a bare tree: no path, cross, bonus or verdict,
+    the title asks which path the model will accept."""
     record = step if isinstance(step, Step) else None
+    if record is not None and hide_outcome:
+        fig = draft_tree_figure(record.tree, label, tiers=tiers)
+        fig.update_layout(title=f"step {record.index}: {record.tree.n_drafted} drafted; which will the model accept?")
+        return fig
     if isinstance(step, Step):
         tree, title = step.tree, f"step {step.index}: {step.tree.n_drafted} drafted, {len(step.tokens)} emitted"
         accepted = step.accepted_nodes if accepted is None else accepted
@@ -97,17 +126,17 @@ def draft_tree_figure(
     groups: list[tuple[Tier | None, list[int]]] = [(None, [0])]
     groups += [(tier, [i for i in range(1, len(tree)) if tree.tiers[i] == tier]) for tier in shown]
     for tier, nodes in groups:
-        hovers = [_node_hover(tree, i, label, i in on_path, record) for i in nodes]
+        hovers = [_node_hover(tree, i, label, (i in on_path) if accepted is not None else None, record) for i in nodes]
         fig.add_trace(
             _tier_trace(tree, tier, nodes, xy, on_path, [show(label(tree.tokens[i]), chars) for i in nodes], hovers)
         )
     refused = record.rejected() if record is not None and record.choices is not None else []
-    wanted = [record.choices[tree.parents[i]] for i in refused] if record is not None and refused else []
+    wanted = [taken_instead(record, i) for i in refused] if record is not None else []
     hovers = [_node_hover(tree, i, label, False, record) for i in refused]
     fig.add_trace(_rejected_trace(refused, wanted, xy, [f"\u2192 {show(label(w), chars - 2)}" for w in wanted], hovers))
     fig.add_trace(_bonus_trace(bonus, bonus_xy, show(label(bonus), chars) if bonus_xy else "", label))
     rows = 1 - round(min(y for _, y in xy))  # the leaves, the bonus token included
-    row_px = 48 if refused else 34  # a rejection's "-> wanted" below its node: room above the next row's label
+    row_px = 48 if refused else 34  # a rejection's "-> token" below its node: room above the next row's label
     fig.update_layout(
         title=title,
         xaxis={"title": "depth (tokens after the root)", "dtick": 1, "range": [-0.5, depth + 0.7], "zeroline": False},
@@ -117,6 +146,76 @@ def draft_tree_figure(
         margin={"l": 10, "r": 10, "t": 50, "b": 40},
     )
     return fig
+
+
+# Predict, then reveal ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Score:
+    """A guess of how far the model accepts a step's drafts, against what it accepted. The guess is
+    a node: "the model accepts the path from the root to here, and nothing after it"."""
+
+    node: int
+    depth: int  # drafts on the guessed path
+    accepted: int  # drafts the model accepted at this step (its accepted path's depth)
+    kept: int  # drafts the guessed path and the accepted path share, from the root
+    rejected_at: int | None  # depth of the first guessed draft the model refused; None: all accepted
+
+    @property
+    def exact(self) -> bool:
+        """The guess is the accepted path, no shorter and no longer."""
+        return self.rejected_at is None and self.depth == self.accepted
+
+    @property
+    def message(self) -> str:
+        if self.rejected_at is not None:
+            kept = f"after keeping {self.kept} of its drafts" if self.kept else "at its first draft"
+            took = f"{self.accepted} draft{'s' * (self.accepted != 1)}" if self.accepted else "none of the drafts"
+            where = " elsewhere" if self.accepted > self.kept else ""
+            return f"the model rejected that branch at depth {self.rejected_at} ({kept}); it accepted {took}{where}"
+        if self.exact:
+            drafts = f"{self.accepted} draft{'s' * (self.accepted != 1)}"
+            return f"exactly right: the model accepted {drafts} and stopped there"
+        return (
+            f"you picked depth {self.depth} on the accepted path: "
+            f"{self.depth} of {self.accepted} accepted drafts (it went {self.accepted - self.depth} further)"
+        )
+
+
+def score_guess(step: Step, node: int) -> Score:
+    """Score the guess that the model accepts the drafts from the root to `node` (the root: none)."""
+    if not 0 <= node < len(step.tree):
+        raise ValueError(f"node {node} is not in the step's tree of {len(step.tree)} nodes")
+    path, accepted = step.tree.path_to(node), step.accepted_nodes
+    kept = 0
+    while kept + 1 < min(len(path), len(accepted)) and path[kept + 1] == accepted[kept + 1]:
+        kept += 1
+    rejected_at = kept + 1 if kept + 1 < len(path) else None
+    return Score(node, len(path) - 1, len(accepted) - 1, kept, rejected_at)
+
+
+def guess_options(step: Step | DraftTree, label: TokenLabel | None = None, chars: int = 40) -> list[tuple[str, int]]:
+    """(text, node) for every node of the tree, branch by branch: the text the path to it spells, cut
+    to its last `chars` characters, and its depth; the root first, as "no draft accepted"."""
+    tree = step.tree if isinstance(step, Step) else step
+    label = label or bracket_label
+    options = [("no draft accepted (depth 0)", 0)]
+    seen: set[str] = set()  # twins (one token drafted twice under a parent) spell the same text
+
+    def visit(node: int, text: str) -> None:
+        for child in tree.children(node):
+            spelled = text + label(tree.tokens[child])
+            shown = spelled.replace("\n", "\u21b5").replace("\t", "\u21e5")  # plain text: no escaping
+            if len(shown) > chars:
+                shown = "\u2026" + shown[-(chars - 1) :]
+            option = f"{shown} (depth {tree.depth(child)})"
+            options.append((option if option not in seen else f"{option} #{child}", child))
+            seen.add(option)
+            visit(child, spelled)
+
+    visit(0, "")
+    return options
 
 
 Point = tuple[float, float]
@@ -165,7 +264,7 @@ def _tier_trace(
 def _rejected_trace(
     refused: Sequence[int], wanted: Sequence[int], xy: Sequence[Point], texts: Sequence[str], hovers: Sequence[str]
 ) -> go.Scatter:
-    """A cross on every node tried and refused, the token the model wanted written below it."""
+    """A cross on every node tried and refused, the token the model emitted there written below it."""
     return go.Scatter(
         name="rejected",
         x=[xy[i][0] for i in refused],
@@ -200,20 +299,22 @@ def _bonus_trace(bonus: int | None, at: Point | None, text: str, label: TokenLab
     )
 
 
-def _node_hover(tree: DraftTree, node: int, label: TokenLabel, on_path: bool, step: Step | None = None) -> str:
+def _node_hover(tree: DraftTree, node: int, label: TokenLabel, on_path: bool | None, step: Step | None = None) -> str:
+    """A node's token, tier (and the other tiers that drafted it), depth, and the verdict where one
+    is known (`on_path` None: a bare tree, no verdict)."""
     token = tree.tokens[node]
     where = "the newest context token" if node == 0 else f"tier: {tier_name(tree.tiers[node])}"
     also = sorted(t.name for t in tree.proposing_tiers(node) if t != tree.tiers[node]) if node else []
     if also:
         where += f" (drafted too by {', '.join(also)})"
-    state = "accepted" if on_path and node else ("rejected" if node else "")
+    state = "" if on_path is None or not node else "accepted" if on_path else "rejected"
     if step is not None and step.choices is not None and node:
         tried = step.accept_probs[node] if step.accept_probs is not None else None
-        wanted = step.choices[tree.parents[node]]
         if tried is None:
             state = "not tried: the walk never reached its parent"
         elif not on_path:
-            state = f"rejected: the model wanted {wanted} {hover_text(label(wanted))} after its parent"
+            took = taken_instead(step, node)
+            state = f"rejected: the model took {took} {hover_text(label(took))} after its parent"
         if tried is not None:
             state += f"<br>probability of acceptance: {tried:.2f}"
     lines = [f"node {node}: token {token} {hover_text(label(token))}", where, f"depth {tree.depth(node)}"]
@@ -221,5 +322,5 @@ def _node_hover(tree: DraftTree, node: int, label: TokenLabel, on_path: bool, st
         lines.append(state)
     if step is not None and step.choices is not None:
         after, p = step.choices[node], step.choice_probs[node]  # type: ignore[index]
-        lines.append(f"the model's choice after it: {after} {hover_text(label(after))} (p {p:.2f})")
+        lines.append(f"the model's most likely token after it: {after} {hover_text(label(after))} (p {p:.2f})")
     return "<br>".join(lines)

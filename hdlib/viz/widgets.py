@@ -8,6 +8,8 @@ returning to earlier settings is a dictionary lookup.
 
     view = StepThrough(lm)                       # in a notebook cell: the whole GUI
     view.tier_boxes[Tier.MODEL].value = False    # what a click does; the figures follow
+    view.budget_choice.value = "4"               # a tight budget: the order of the tiers matters
+    view.predict.value = True                    # the tree without its verdict, a guess, then reveal
     StepThrough(lm, tiers=["C", MyTier(), "M"])  # a tier of your own, in its colour, beside hdlib's
 """
 
@@ -38,12 +40,13 @@ from hdlib.tiers import DEFAULT_TIERS, DraftTier, Tier
 from hdlib.trace import Generation
 from hdlib.viz.generation import (
     TokenLabel,
+    tier_stats_html,
     tier_steps_figure,
     token_figure,
     token_labeller,
 )
 from hdlib.viz.mechanics import attention_mask_figure, cache_compaction_figure, position_ids_figure
-from hdlib.viz.tree import draft_tree_figure
+from hdlib.viz.tree import draft_tree_figure, guess_options, score_guess
 
 
 @dataclass(frozen=True)
@@ -55,10 +58,13 @@ class Settings:
     temperature: float = 0.0
     seed: int | None = None  # sampling only
     max_new_tokens: int = 64
+    budget: int | None = FIXED_BUDGET  # draft tokens per step; None: the value-ranked tree sizes each step
 
     def __post_init__(self) -> None:
         if not self.prompt.strip():
             raise HDError("the prompt is empty: choose one or type one")
+        if self.budget is not None and self.budget < 1:
+            raise HDError(f"the budget is {self.budget}: a positive number of draft tokens, or None (auto)")
         object.__setattr__(self, "tiers", tuple(self.tiers))
         if self.temperature == 0:  # greedy ignores the seed: one cache entry for every seed
             object.__setattr__(self, "seed", None)
@@ -111,6 +117,16 @@ def summary_html(gen: Generation, note: str = "") -> str:
     )
 
 
+BUDGET_CHOICES = (4, 16, 64)  # tight, the notebooks' fixed budget, ample; and "auto" (None)
+AUTO = "auto"
+
+
+def budget_options(budget: int | None) -> list[str]:
+    """The budget control's choices: BUDGET_CHOICES (with `budget` among them), then "auto"."""
+    sizes = sorted({*BUDGET_CHOICES, *([budget] if budget is not None else [])})
+    return [*map(str, sizes), AUTO]
+
+
 PLOTLY_MIME = "application/vnd.plotly.v1+json"  # what JupyterLab's plotly renderer draws
 
 
@@ -143,10 +159,16 @@ class StepThrough:
     `tiers` are the tiers enabled at first, in order: names, letters, `Tier`s or ready `DraftTier`s
     (a tier of your own gets a checkbox and its colour like hdlib's); hdlib's tiers not among them
     are offered unticked. `generate` (Settings -> Generation) defaults to `hdlib.generate` on `lm`
-    with tiers from `tier_factory` (default: the given `DraftTier`, else `make_tier(tier, lm)`) and a
-    fixed draft `budget`; tests inject a tiny model or test tiers through either. `prompts` maps
-    labels to prompt texts (default: the project's prompt set); the text box holds the prompt
-    actually used and can be typed into.
+    with tiers from `tier_factory` (default: the given `DraftTier`, else `make_tier(tier, lm)`);
+    tests inject a tiny model or test tiers through either. `budget` is the draft budget the budget
+    control opens on (4, 16, 64 or auto: None, the value-ranked tree). `prompts` maps labels to
+    prompt texts (default: the project's prompt set); the text box holds the prompt actually used
+    and can be typed into.
+
+    Predict mode (`predict`): each step's tree is drawn without its verdict (no accepted path, no
+    crosses, no bonus token); the student picks in `guess` the deepest draft they expect accepted,
+    and `reveal` draws the real tree and scores the guess (`score_guess`). Another step, or another
+    generation, hides the verdict again and clears the guess.
     """
 
     def __init__(
@@ -167,7 +189,6 @@ class StepThrough:
         if generate is None and lm is None:
             raise HDError("StepThrough needs a model (lm) or a generate function")
         self.lm = lm
-        self.budget = budget
         self.max_new_tokens = max_new_tokens
         self.width = width
         given = parse_tiers(tiers)
@@ -178,6 +199,7 @@ class StepThrough:
         self.error: str | None = None  # why the last settings gave no generation
         self._gen: Generation | None = None
         self._quiet = False
+        self._revealed = False  # predict mode: whether this step's verdict is on show
 
         if prompts is None:
             prompts = prompt_choices()
@@ -187,15 +209,22 @@ class StepThrough:
         enabled = [t.tier if isinstance(t, DraftTier) else t for t in given]
         offered = enabled + [t for t in DEFAULT_TIERS if t not in enabled]
 
-        self._make_controls(choices, offered, enabled, temperature, seed)
+        self._make_controls(choices, offered, enabled, temperature, seed, budget)
+        self._make_predict_controls()
         self.tokens_fig, self.tree_fig, self.steps_fig = FigureOutput(), FigureOutput(), FigureOutput()
         self.widget = self._wire()
         self.refresh()
 
     def _make_controls(
-        self, choices: dict[str, str], offered: list[Tier], enabled: list[Tier], temperature: float, seed: int
+        self,
+        choices: dict[str, str],
+        offered: list[Tier],
+        enabled: list[Tier],
+        temperature: float,
+        seed: int,
+        budget: int | None,
     ) -> None:
-        """The prompt, tier, order, temperature, seed and step controls."""
+        """The prompt, tier, order, budget, temperature, seed and step controls."""
         self.prompt_choice = widgets.Dropdown(
             options=list(choices.items()), description="prompt", layout={"width": "95%"}
         )
@@ -220,30 +249,54 @@ class StepThrough:
             continuous_update=False,
             style={"description_width": "initial"},  # the default width cuts the word to "temperat…"
         )
+        self.budget_choice = widgets.ToggleButtons(
+            options=budget_options(budget),
+            value=AUTO if budget is None else str(budget),
+            description="budget",
+            tooltips=["draft tokens per step"] * (len(budget_options(budget)) - 1) + ["the value-ranked tree"],
+            style={"button_width": "64px"},  # "auto" whole (48 px cut it to "a…")
+        )
         self.seed = widgets.BoundedIntText(value=seed, min=0, max=2**31 - 1, description="seed")
         self.status = widgets.HTML()
+        self.tier_table = widgets.HTML()
         self.step = widgets.IntSlider(value=0, min=0, max=0, description="step", continuous_update=False)
         self.play = widgets.Play(value=0, min=0, max=0, interval=800, description="play")
         widgets.link((self.play, "value"), (self.step, "value"))  # kernel-side, so tests see it too
 
+    def _make_predict_controls(self) -> None:
+        """Predict mode: its toggle, the guess, the reveal button and the score."""
+        self.predict = widgets.ToggleButton(value=False, description="predict", tooltip="hide the verdict, guess it")
+        self.guess = widgets.Dropdown(options=[], value=None, description="guess", layout={"width": "420px"})
+        self.reveal = widgets.Button(description="reveal", tooltip="show the verdict and score the guess")
+        self.score = widgets.HTML()
+        self.score.add_class("hd-score")  # the browser test reads it
+        self.predict_box = widgets.HBox([self.guess, self.reveal])
+
     def _wire(self) -> widgets.VBox:
         """The controls observed, and all of them laid out in one box."""
         self.prompt_choice.observe(self._on_choice, names="value")
-        for w in [self.prompt_text, self.order, self.temperature, self.seed, *self.tier_boxes.values()]:
+        settings = [self.prompt_text, self.order, self.budget_choice, self.temperature, self.seed]
+        for w in [*settings, *self.tier_boxes.values()]:
             w.observe(self._on_settings, names="value")
         self.step.observe(self._on_step, names="value")
+        self.predict.observe(self._on_predict, names="value")
+        self.reveal.on_click(lambda button: self.reveal_guess())
 
         return widgets.VBox(
             [
                 self.prompt_choice,
                 self.prompt_text,
                 widgets.HBox([*self.tier_boxes.values(), self.order]),
+                self.budget_choice,
                 widgets.HBox([self.temperature, self.seed]),
                 self.status,
-                widgets.HBox([self.play, self.step]),
+                widgets.HBox([self.play, self.step, self.predict]),
+                self.predict_box,
+                self.score,
                 self.tokens_fig.widget,
                 self.tree_fig.widget,
                 self.steps_fig.widget,
+                self.tier_table,
             ]
         )
 
@@ -257,6 +310,7 @@ class StepThrough:
             temperature=round(float(self.temperature.value), 6),
             seed=int(self.seed.value),
             max_new_tokens=self.max_new_tokens,
+            budget=None if self.budget_choice.value == AUTO else int(self.budget_choice.value),
         )
 
     @property
@@ -271,7 +325,7 @@ class StepThrough:
             s.prompt,
             tiers=[self.tier_factory(t) for t in s.tiers],
             max_new_tokens=s.max_new_tokens,
-            budget=self.budget,
+            budget=s.budget,
             temperature=s.temperature,
             seed=s.seed,
         )
@@ -296,16 +350,45 @@ class StepThrough:
             self.step.value = min(self.step.value, last)
         note = "from the cache" if cached else f"generated in {self.cache.last_s:.2f} s"
         self.status.value = summary_html(gen, f"{note}; {len(self.cache.traces)} settings cached")
+        self.tier_table.value = tier_stats_html(gen)
         self._draw_step()
 
     def _draw_step(self) -> None:
         gen, index = self._gen, self.step.value
         if gen is None:
             return
+        self._revealed = False
         self.tokens_fig.show(token_figure(gen, index, self.label, self.width))
-        if gen.steps:
-            self.tree_fig.show(draft_tree_figure(gen.steps[index], self.label, tiers=gen.tier_order))
+        self._draw_tree()
         self.steps_fig.show(tier_steps_figure(gen, index))
+
+    def _draw_tree(self) -> None:
+        """The step's tree, its verdict hidden in predict mode until revealed; the guess reset with it."""
+        gen = self._gen
+        step = gen.steps[self.step.value] if gen is not None and gen.steps else None
+        hidden = self.predict.value and not self._revealed
+        self.predict_box.layout.display = None if self.predict.value else "none"
+        if not self._revealed:
+            self.guess.options = guess_options(step, self.label) if step is not None and self.predict.value else []
+            self.guess.value = None
+            self.score.value = ""
+        self.guess.disabled = self.reveal.disabled = self._revealed  # one guess per step
+        if step is not None:
+            self.tree_fig.show(draft_tree_figure(step, self.label, tiers=gen.tier_order, hide_outcome=hidden))
+
+    def reveal_guess(self) -> None:
+        """Draw the step's verdict, and score the guess (if one was made) against it."""
+        gen = self._gen
+        if gen is None or not gen.steps:
+            return
+        step = gen.steps[self.step.value]
+        if self.guess.value is None:
+            self.score.value = "<i>no guess made</i>"
+        else:
+            verdict = score_guess(step, self.guess.value)
+            self.score.value = f"<b>step {step.index}</b>: {html.escape(verdict.message)}"
+        self._revealed = True
+        self._draw_tree()
 
     # The wiring ------------------------------------------------------------------------------------
 
@@ -326,6 +409,10 @@ class StepThrough:
     def _on_step(self, change: dict) -> None:
         if not self._quiet:
             self._draw_step()
+
+    def _on_predict(self, change: dict) -> None:
+        self._revealed = False
+        self._draw_tree()
 
     def _repr_mimebundle_(self, **kwargs):
         return self.widget._repr_mimebundle_(**kwargs)

@@ -55,7 +55,8 @@ async function main() {
   }
 }
 
-// Notebook 03: the StepThrough widget, clicked as a person would.
+// Notebook 03: the StepThrough widget, clicked as a person would: a tier, the step, the temperature,
+// the budget, then predict mode (a guess made, revealed, scored).
 async function stepThrough(nb) {
   const cell = nb.page.locator(WIDGET_CELL).first();
   const tier = () => cell.getByRole('checkbox', { name: 'model', exact: true }).click();
@@ -64,6 +65,17 @@ async function stepThrough(nb) {
   // To the slider's maximum: one step (0.05) often samples the greedy answer token for token, and
   // the figure would not change.
   await nb.act('temperature', cell, 'answer', () => nb.pressOnSlider(cell, 'temperature', 'End'));
+  // The budget control: 4 draft tokens per step, a new generation with fewer drafts per step.
+  await nb.act('budget', cell, 'tokens per step', () => cell.getByRole('button', { name: '4', exact: true }).click());
+  // Predict mode: the step's tree without its verdict, a guess from the list, then reveal and the score.
+  await nb.act('predict', cell, 'step', () => cell.getByRole('button', { name: 'predict', exact: true }).click());
+  nb.phase = 'guess';
+  const guess = cell.locator('.widget-dropdown', { has: nb.page.locator('.widget-label', { hasText: /^guess$/ }) });
+  await guess.locator('select').selectOption({ index: 1 });
+  await nb.waitIdle();
+  nb.entry.guess = await guess.locator('select option:checked').innerText();
+  await nb.act('reveal', cell, 'step', () => cell.getByRole('button', { name: 'reveal', exact: true }).click());
+  nb.entry.score = await cell.locator('.hd-score').innerText();
   await nb.addCell('view', 'again');  // the same widget shown a second time
   await nb.reload();
 }
