@@ -53,7 +53,7 @@ lint: setup
 
 # Each table from its JSON, with the command and the machine; tests/test_benchmarks_doc.py checks the committed file
 benchmarks-doc:
-	$(PY) scripts/benchmarks_doc.py
+	$(PY) -m scripts.benchmarks_doc
 
 clean:
 	rm -rf build dist .pytest_cache .hypothesis *.egg-info

@@ -1,6 +1,6 @@
 """What the greedy acceptance phase spends its time on, at budget 64 (65 tree rows), on the CPU.
 
-    python benchmarks/accept_phase.py [--rows 65] [--vocab 49152] [--out benchmarks/results/<machine>/accept_phase.json]
+    python -m benchmarks.accept_phase [--rows 65] [--vocab 49152] [--out benchmarks/results/<machine>/accept_phase.json]
 
 `Verifier.accept` computes, for every row of the (rows, vocabulary) logits, the model's 8 most
 likely next tokens (`top_tokens`) and their probabilities, which need the softmax's normalizer over
@@ -23,15 +23,16 @@ import json
 import statistics
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from common import results_path
-
-from hdlib.choices import SoftmaxBuffer, model_choices, top_tokens
-from hdlib.cpu import describe_machine
+from benchmarks.common import results_path
+from benchmarks.markdown import f3, table
+from hdlib.engine.choices import SoftmaxBuffer, model_choices, top_tokens
+from hdlib.models.cpu import describe_machine
 
 
 def median_ms(call, repeats: int = 50, rounds: int = 5) -> float:
@@ -73,13 +74,18 @@ def main() -> None:
         print(f"{value:7.3f} ms  {name}")
     result = {
         "what": "the greedy acceptance phase's parts on (rows, vocab) float32 logits, median ms of 5 rounds of 50",
-        "command": "python " + " ".join(sys.argv),
+        "command": " ".join(["python -m benchmarks.accept_phase", *sys.argv[1:]]),
         "machine": describe_machine(),
         "shape": [args.rows, args.vocab],
         "ms": ms,
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=1) + "\n")
+
+
+def tables(data: Mapping[str, Any]) -> list[str]:
+    rows = [[part, f3(ms)] for part, ms in data["ms"].items()]
+    return [f"Logits of shape {data['shape'][0]} x {data['shape'][1]}; {data['what']}.", table(["part", "ms"], rows)]
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ same machine state (other work on the machine moves absolute times, much less th
   about 2,000 tokens); ratios of the decoding time (the steps, prefill apart), of the forward passes
   alone, and of the prefill. Both caches must give the same tokens.
 
-    flock /tmp/heavy.lock .venv/bin/python benchmarks/cache_speed.py
+    flock /tmp/heavy.lock .venv/bin/python -m benchmarks.cache_speed
         [--out benchmarks/results/<machine>/cache_speed.json]
 """
 
@@ -23,21 +23,19 @@ import functools
 import json
 import statistics
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import torch
-from common import results_path
 
-from hdlib import decoding
-from hdlib.cpu import describe_machine
+from benchmarks.common import results_path
+from benchmarks.markdown import count, f2, f3, table
 from hdlib.decoding import generate
-from hdlib.models import LoadedModel, load_model
-from hdlib.store import write_text_atomic
-from hdlib.tiers import Tier
-from hdlib.tree import DraftTree, tree_buffers
-from hdlib.verifier import (
+from hdlib.engine import loop
+from hdlib.engine.tree import DraftTree, tree_buffers
+from hdlib.engine.verifier import (
     CACHE_KINDS,
     AttentionLayout,
     Verifier,
@@ -47,6 +45,10 @@ from hdlib.verifier import (
     prefill,
     tree_logits,
 )
+from hdlib.models.cpu import describe_machine
+from hdlib.models.loading import LoadedModel, load_model
+from hdlib.store import write_text_atomic
+from hdlib.tiers import Tier
 
 ROOT = Path(__file__).resolve().parents[1]
 METHODS = {"plain": ((), None), "hd16": (None, 16), "hd64": (None, 64)}  # tiers (None: the default), budget
@@ -58,12 +60,12 @@ PASS_SIZES = (1, 16, 64)
 @contextmanager
 def cache_kind(kind: str) -> Iterator[None]:
     """The decoding loop's verifiers keep their keys and values in the cache `kind`."""
-    original = decoding.Verifier
-    decoding.Verifier = functools.partial(Verifier, cache=kind)  # type: ignore[misc]
+    original = loop.Verifier
+    loop.Verifier = functools.partial(Verifier, cache=kind)  # type: ignore[misc]
     try:
         yield
     finally:
-        decoding.Verifier = original  # type: ignore[misc]
+        loop.Verifier = original  # type: ignore[misc]
 
 
 def prompts(lm: LoadedModel, short: int) -> dict[str, list[int]]:
@@ -192,10 +194,12 @@ def main() -> None:
         for method in METHODS
     }
     result = {
-        "what": "ratios own (hdlib.cache.TreeCache) / dynamic (transformers DynamicCache); below 1: own is faster",
+        "what": (
+            "ratios own (hdlib.engine.cache.TreeCache) / dynamic (transformers DynamicCache); below 1: own is faster"
+        ),
         "machine": describe_machine(),
         "model": "smollm2-135m (hdlib.load_model())",
-        "command": "flock /tmp/heavy.lock .venv/bin/python benchmarks/cache_speed.py "
+        "command": "flock /tmp/heavy.lock .venv/bin/python -m benchmarks.cache_speed "
         + f"--repeats {args.repeats} --rounds {args.rounds} --short {args.short} "
         + f"--max-new-tokens {args.max_new_tokens}",
         "date": time.strftime("%Y-%m-%d"),
@@ -208,6 +212,36 @@ def main() -> None:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     write_text_atomic(args.out, json.dumps(result, indent=1))
     print(json.dumps({k: result[k] for k in ("machine", "all_identical", "passes", "summary", "wall_s")}, indent=1))
+
+
+def tables(data: Mapping[str, Any]) -> list[str]:
+    passes = [
+        [
+            count(p["context"]),
+            str(p["k"]),
+            str(p["kept"]),
+            f2(p["wall_ms"]["own"]),
+            f2(p["wall_ms"]["dynamic"]),
+            f3(p["wall_ratio"]),
+            f3(p["cpu_ratio"]),
+        ]
+        for p in data["passes"]
+    ]
+    summary = [
+        [case, f3(s["decode_ratio_median"]), f3(s["forward_ratio_median"]), f3(s["prefill_ratio_median"]), str(s["n"])]
+        for case, s in data["summary"].items()
+    ]
+    header = ["cached tokens", "tree tokens", "kept", "own ms", "dynamic ms", "own / dynamic", "CPU time own / dynamic"]
+    return [
+        (
+            f"Model: {data['model']}; {data['what']}. Every answer identical between the two caches: "
+            f"{'yes' if data['all_identical'] else 'no'}."
+        ),
+        "One verification pass and its compaction:",
+        table(header, passes),
+        "Whole generations, medians of own / dynamic:",
+        table(["case", "decoding", "forward passes", "prefill", "runs"], summary),
+    ]
 
 
 if __name__ == "__main__":

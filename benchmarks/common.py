@@ -10,19 +10,22 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from hdlib.models import LoadedModel
-    from hdlib.specbench import Question
+    from hdlib.bench.specbench import Question
+    from hdlib.models.loading import LoadedModel
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
 UNRECORDED = "unrecorded"  # the folder of results that do not say which processor they ran on
+QUESTIONS_HELP = (
+    "Spec-Bench's question file: data/spec_bench/question.jsonl in a clone of https://github.com/hemingkx/Spec-Bench"
+)
 
 
 def machine_folder(machine: object) -> str:
-    """The folder under benchmarks/results/ for a result measured on `machine`, as `hdlib.cpu.describe_machine`
+    """The folder under benchmarks/results/ for a result measured on `machine`, as `hdlib.models.cpu.describe_machine`
     records it: the processor family and its widest vector extension (`epyc-avx2`, `epyc-avx512`, `xeon-amx`);
     `unrecorded` when the record does not name the processor."""
-    from hdlib.cpu import widest_vector  # here: hdlib (and torch) only where a folder is asked for
+    from hdlib.models.cpu import widest_vector  # here: hdlib (and torch) only where a folder is asked for
 
     if not isinstance(machine, Mapping) or not machine.get("cpu"):
         return UNRECORDED
@@ -35,16 +38,16 @@ def machine_folder(machine: object) -> str:
 def results_path(name: str) -> Path:
     """benchmarks/results/<this machine's folder>/<name>: where a script writes by default, and where
     scripts/benchmarks_doc.py reads (the folder is made when the result is written)."""
-    from hdlib.cpu import describe_machine
+    from hdlib.models.cpu import describe_machine
 
     return RESULTS / machine_folder(describe_machine()) / name
 
 
 def spec_bench_parser(doc: str, methods: str, out: str) -> argparse.ArgumentParser:
-    """--questions (Spec-Bench's file beside the project), --per-task, --max-new-tokens, --methods, --out
+    """--questions (Spec-Bench's file, required), --per-task, --max-new-tokens, --methods, --out
     (default: `out` in this machine's results folder)."""
     parser = argparse.ArgumentParser(description=doc.split("\n")[0])
-    parser.add_argument("--questions", type=Path, default=ROOT.parent / "shared/specbench/question.jsonl")
+    parser.add_argument("--questions", type=Path, required=True, help=QUESTIONS_HELP)
     parser.add_argument("--per-task", type=int, default=2)
     parser.add_argument("--max-new-tokens", type=int, default=128)
     parser.add_argument("--methods", default=methods)
@@ -53,7 +56,7 @@ def spec_bench_parser(doc: str, methods: str, out: str) -> argparse.ArgumentPars
 
 
 def load(args: argparse.Namespace) -> tuple[list[Question], LoadedModel]:
-    from hdlib.models import load_model
-    from hdlib.specbench import load_questions, per_task
+    from hdlib.bench.specbench import load_questions, per_task
+    from hdlib.models.loading import load_model
 
     return per_task(load_questions(args.questions), args.per_task), load_model("smollm2-135m")

@@ -1,6 +1,6 @@
 """Plain decoding against HD with the context tier, side by side in one run, on the packaged model.
 
-    python benchmarks/context_tier.py [--max-new-tokens 128] [--out benchmarks/results/<machine>/context_tier.json]
+    python -m benchmarks.context_tier [--max-new-tokens 128] [--out benchmarks/results/<machine>/context_tier.json]
 
 Prompts: the project's own set (data/prompts/prompts.jsonl, six kinds) and the summarisation demo
 (data/prompts/summarize.txt). Methods run interleaved, prompt by prompt, after a warm-up, so that
@@ -15,11 +15,14 @@ import argparse
 import json
 import platform
 import time
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import torch
-from common import results_path
 
+from benchmarks.common import results_path
+from benchmarks.markdown import code, f2, pct, table, x
 from hdlib import generate, load_model
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -83,7 +86,7 @@ def main() -> None:
     args.out.write_text(
         json.dumps(
             {
-                "command": f"python benchmarks/context_tier.py --max-new-tokens {args.max_new_tokens}",
+                "command": f"python -m benchmarks.context_tier --max-new-tokens {args.max_new_tokens}",
                 "date": time.strftime("%Y-%m-%d"),
                 "machine": (
                     f"{platform.processor() or platform.machine()}, {torch.get_num_threads()} threads, {lm.device}"
@@ -95,6 +98,31 @@ def main() -> None:
             indent=1,
         )
     )
+
+
+def tables(data: Mapping[str, Any]) -> list[str]:
+    overall = data["overall"]
+    methods = list(overall)
+    rows = [
+        [code(m), x(v["speedup"]), f2(v["mat"]), pct(v["overhead_frac"]), pct(v["identical_frac"])]
+        for m, v in overall.items()
+    ]
+    per_prompt = []
+    for prompt, runs in data["prompts"].items():
+        base = runs[methods[0]]["tokens_per_s"]
+        per_prompt.append(
+            [
+                code(prompt),
+                str(runs[methods[0]]["new_tokens"]),
+                *(f"{x(runs[m]['tokens_per_s'] / base)} ({f2(runs[m]['mat'])})" for m in methods[1:]),
+            ]
+        )
+    return [
+        f"Model: {data['model']}.",
+        table(["method", "speedup", "MAT", "engine overhead", "identical"], rows),
+        "By prompt, tokens/s over plain decoding's (MAT):",
+        table(["prompt", "new tokens", *(code(m) for m in methods[1:])], per_prompt),
+    ]
 
 
 if __name__ == "__main__":

@@ -1,11 +1,11 @@
-"""The CPU forward pass with and without oneDNN-prepacked linear layers (hdlib.cpu), side by side.
+"""The CPU forward pass with and without oneDNN-prepacked linear layers (hdlib.models.cpu), side by side.
 
 The packaged model is loaded three times (prepack none, head, all). In rounds, each copy's forward
-time at k = 1 to 32 new tokens (KS) after 256 cached ones is measured (hdlib.forward_time.measure_forward), and
+time at k = 1 to 32 new tokens (KS) after 256 cached ones is measured (hdlib.engine.forward_time.measure_forward), and
 plain greedy decoding of the project's prompts (64 new tokens) is timed; the medians over the rounds
 are kept. Greedy outputs are compared with the unpacked model's.
 
-    python benchmarks/cpu_forward.py [--rounds 3] [--out benchmarks/results/<machine>/cpu_forward.json]
+    python -m benchmarks.cpu_forward [--rounds 3] [--out benchmarks/results/<machine>/cpu_forward.json]
 """
 
 from __future__ import annotations
@@ -14,14 +14,16 @@ import argparse
 import json
 import statistics
 import time
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
-from common import results_path
-
-from hdlib.cpu import PREPACK_CHOICES, describe_machine
+from benchmarks.common import results_path
+from benchmarks.markdown import code, f1, f2, table
 from hdlib.decoding import generate
-from hdlib.forward_time import measure_forward
-from hdlib.models import load_model
+from hdlib.engine.forward_time import measure_forward
+from hdlib.models.cpu import PREPACK_CHOICES, describe_machine
+from hdlib.models.loading import load_model
 from hdlib.store import write_text_atomic
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -58,7 +60,7 @@ def main() -> None:
             )
     result = {
         "machine": describe_machine(),
-        "command": "python benchmarks/cpu_forward.py "
+        "command": "python -m benchmarks.cpu_forward "
         + f"--rounds {args.rounds} --max-new-tokens {args.max_new_tokens}",
         "date": time.strftime("%Y-%m-%d"),
         "k": list(KS),
@@ -75,6 +77,29 @@ def main() -> None:
     print(
         json.dumps({k: result[k] for k in ("forward_ms", "plain_tokens_per_s", "greedy_identical_to_none")}, indent=1)
     )
+
+
+def tables(data: Mapping[str, Any]) -> list[str]:
+    ks = data["k"]
+    rows = [
+        [
+            code(mode),
+            *map(f1, ms),
+            f1(data["plain_tokens_per_s"][mode]),
+            "yes" if data["greedy_identical_to_none"][mode] else "no",
+        ]
+        for mode, ms in data["forward_ms"].items()
+    ]
+    ratio_rows = [[code(mode), *map(f2, r)] for mode, r in data["forward_ratio_to_none"].items()]
+    by_one = [[code(mode), *(f2(v / ms[0]) for v in ms)] for mode, ms in data["forward_ms"].items()]
+    return [
+        "Forward pass over k new tokens after 256 cached ones, ms (median of the rounds), and plain decoding:",
+        table(["prepack", *(f"k={k}" for k in ks), "plain decoding tokens/s", "greedy identical to none"], rows),
+        "Forward(k) / forward(1), each way:",
+        table(["prepack", *(f"k={k}" for k in ks)], by_one),
+        "Forward(k) against the unpacked model's (`none`):",
+        table(["prepack", *(f"k={k}" for k in ks)], ratio_rows),
+    ]
 
 
 if __name__ == "__main__":

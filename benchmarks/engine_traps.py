@@ -1,7 +1,7 @@
 """Two speed traps of the engine, timed alone: the sampling warp per visited node, and the context
 tier's lookup when the text repeats itself.
 
-    python benchmarks/engine_traps.py [--out benchmarks/results/<machine>/engine_traps.json] [--threads 1]
+    python -m benchmarks.engine_traps [--out benchmarks/results/<machine>/engine_traps.json] [--threads 1]
 
 Sampling: `Warp(temperature=1, top_p)` on one row of logits, as the sampler calls it at every node it
 visits, for SmolLM2's 49,152-token and Gemma 3's 262,144-token vocabularies; the logits are drawn
@@ -20,13 +20,16 @@ import json
 import statistics
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import torch
-from common import results_path
 
-from hdlib.cpu import describe_machine
-from hdlib.sampling import Warp
+from benchmarks.common import results_path
+from benchmarks.markdown import count, f3, table
+from hdlib.engine.sampling import Warp
+from hdlib.models.cpu import describe_machine
 from hdlib.store import write_text_atomic
 from hdlib.tiers import ContextTier
 
@@ -64,7 +67,7 @@ def sampling_times(repeats: int) -> list[dict[str, object]]:
 def model_logits() -> torch.Tensor:
     """(64, 49,152) logits of the packaged model after each token of an answer it sampled."""
     from hdlib.decoding import generate
-    from hdlib.models import load_model
+    from hdlib.models.loading import load_model
 
     lm = load_model()
     prompt = lm.encode_prompt("Write a short story about a lighthouse keeper who finds a message in a bottle.")
@@ -117,7 +120,7 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     results = {
-        "command": " ".join(["python benchmarks/engine_traps.py", *sys.argv[1:]]),
+        "command": " ".join(["python -m benchmarks.engine_traps", *sys.argv[1:]]),
         "date": time.strftime("%Y-%m-%d"),
         "machine": describe_machine(),
         "sampling_warp": sampling_times(args.repeats) + model_sampling_times(args.repeats),
@@ -125,6 +128,34 @@ def main() -> None:
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     write_text_atomic(args.out, json.dumps(results, indent=1))
+
+
+def tables(data: Mapping[str, Any]) -> list[str]:
+    warp = []
+    for r in data["sampling_warp"]:
+        kept = (
+            count(r["kept_tokens"])
+            if "kept_tokens" in r
+            else f"median {count(r['kept_tokens_median'])}, at most {count(r['kept_tokens_max'])}"
+        )
+        warp.append([count(r["vocab"]), r["logits"], f"{float(r['top_p']):g}", kept, f3(r["ms_per_node"])])
+    loop = [
+        [
+            count(r["context_tokens"]),
+            str(r["budget"]),
+            str(r["drafts"]),
+            str(r["drafts_prefix_of_another"]),
+            str(r["drafted_tokens"]),
+            f3(r["ms_per_lookup"]),
+        ]
+        for r in data["context_loop"]
+    ]
+    return [
+        "The sampling warp per visited node:",
+        table(["vocabulary", "logits", "top-p", "tokens kept", "ms per node"], warp),
+        "The context tier's lookup in a loop of period 3:",
+        table(["context tokens", "budget", "drafts", "prefixes of another", "drafted tokens", "ms per lookup"], loop),
+    ]
 
 
 if __name__ == "__main__":

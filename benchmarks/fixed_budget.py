@@ -1,6 +1,6 @@
 """The GPU regime on any machine: MAT at a fixed draft budget, per tier set.
 
-    python benchmarks/fixed_budget.py [--per-task 2] [--max-new-tokens 128] [--budget 64|auto|top12[,...]]
+    python -m benchmarks.fixed_budget [--per-task 2] [--max-new-tokens 128] [--budget 64|auto|top12[,...]]
         [--methods C,CM,CS,CMS,M,R,CR,CRMS] [--out benchmarks/results/<machine>/fixed_budget.json]
 
 On a GPU a forward pass over 65 tokens costs about what one over 1 token does, so the budget is
@@ -22,18 +22,21 @@ import json
 import sys
 import time
 from collections import Counter
+from collections.abc import Mapping
+from typing import Any
 
-from common import load, spec_bench_parser
-
-from hdlib.cpu import describe_machine
-from hdlib.databases import load_tier
-from hdlib.decoding import DecodeSettings, generate, run
-from hdlib.drafter import Drafter
-from hdlib.forward_time import flat_profile, load_or_measure
+from benchmarks.common import load, spec_bench_parser
+from benchmarks.markdown import code, count, f1, f2, f3, pct, table, x
+from hdlib.databases.registry import load_tier
+from hdlib.decoding import generate
+from hdlib.engine.drafter import Drafter
+from hdlib.engine.forward_time import flat_profile, load_or_measure
+from hdlib.engine.loop import DecodeSettings, run
+from hdlib.engine.trace import Generation
+from hdlib.engine.value import AcceptancePrior, ValueBudget
+from hdlib.models.cpu import describe_machine
 from hdlib.store import write_text_atomic
 from hdlib.tiers import ContextTier, RecycledTier, Tier
-from hdlib.trace import Generation
-from hdlib.value import AcceptancePrior, ValueBudget
 
 
 def main() -> None:
@@ -125,7 +128,7 @@ def main() -> None:
             },
         }
     results = {
-        "command": " ".join(["python benchmarks/fixed_budget.py", *sys.argv[1:]]),
+        "command": " ".join(["python -m benchmarks.fixed_budget", *sys.argv[1:]]),
         "date": time.strftime("%Y-%m-%d"),
         "machine": describe_machine(),
         "questions": len(questions),
@@ -142,6 +145,31 @@ def main() -> None:
             f"MAT-1 per node {m['mat_per_verified_node']:.3f}  identical {100 * m['identical_frac']:.0f} %  "
             f"accepted/drafted: {parts_line}"
         )
+
+
+def tables(data: Mapping[str, Any]) -> list[str]:
+    rows = []
+    for name, m in data["methods"].items():
+        parts = "; ".join(f"{p} {count(v['accepted'])} / {count(v['drafted'])}" for p, v in m["parts"].items())
+        rows.append(
+            [
+                code(name),
+                f2(m["mat"]),
+                f1(m["verified_per_step"]),
+                f3(m["mat_per_verified_node"]),
+                x(m["speed_vs_ar"]),
+                pct(m["identical_frac"]),
+                parts,
+            ]
+        )
+    header = ["tiers@budget", "MAT", "verified per step", "(MAT - 1) per verified node", "speed vs `ar`", "identical"]
+    return [
+        (
+            f"Settings: budget {data['budget']}, {data['questions']} questions, "
+            f"{data['max_new_tokens']} new tokens per turn."
+        ),
+        table([*header, "accepted / drafted, by part"], rows),
+    ]
 
 
 if __name__ == "__main__":

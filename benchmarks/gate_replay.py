@@ -1,6 +1,6 @@
 """The hierarchy's gate on a fast device, replayed on this CPU: with it and without it, side by side.
 
-    python benchmarks/gate_replay.py [--per-task 2] [--max-new-tokens 256] [--pass-ms 10]
+    python -m benchmarks.gate_replay [--per-task 2] [--max-new-tokens 256] [--pass-ms 10]
         [--out benchmarks/results/<machine>/gate_replay.json]
 
 HD answers the same Spec-Bench questions here, its budget policy (the value-ranked tree) seeing the
@@ -15,7 +15,7 @@ its own that starts empty.
 It reports, per method: MAT, tokens per second in that clock (overall and per task), the host
 milliseconds per step, and per tier the share of steps it was asked in and its drafting ms per step;
 and where the gate decided: per tier, the steps it was asked in and skipped in, by band of the
-expected accepted tokens of the tree drafted before it (`hdlib.gate.EXPECTED_EDGES`).
+expected accepted tokens of the tree drafted before it (`hdlib.engine.gate.EXPECTED_EDGES`).
 """
 
 from __future__ import annotations
@@ -25,21 +25,23 @@ import sys
 import tempfile
 import time
 from collections import Counter, defaultdict
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
-from common import load, spec_bench_parser
-
-from hdlib.cpu import describe_machine
-from hdlib.databases import make_tier
-from hdlib.decoding import DecodeSettings, run
-from hdlib.drafter import Drafter
-from hdlib.forward_time import ForwardProfile, flat_profile
-from hdlib.gate import EXPECTED_EDGES, TierGate, expected_band
-from hdlib.models import LoadedModel
+from benchmarks.common import load, spec_bench_parser
+from benchmarks.markdown import code, count, f1, f2, pct, table, x
+from hdlib.databases.registry import make_tier
+from hdlib.engine.drafter import Drafter
+from hdlib.engine.forward_time import ForwardProfile, flat_profile
+from hdlib.engine.gate import EXPECTED_EDGES, TierGate, expected_band
+from hdlib.engine.loop import DecodeSettings, run
+from hdlib.engine.trace import Generation
+from hdlib.engine.value import AcceptancePrior, ValueBudget
+from hdlib.models.cpu import describe_machine
+from hdlib.models.loading import LoadedModel
 from hdlib.store import write_text_atomic
 from hdlib.tiers import DEFAULT_TIERS, Tier
-from hdlib.trace import Generation
-from hdlib.value import AcceptancePrior, ValueBudget
 
 METHODS = {"hd": True, "hd+ask-all": False}  # name -> the gate on
 
@@ -136,7 +138,7 @@ def main() -> None:
         {"tier": t, "band": b, "asked": c["asked"], "skipped": c["skipped"]} for (t, b), c in sorted(decided.items())
     ]
     results = {
-        "command": " ".join(["python benchmarks/gate_replay.py", *sys.argv[1:]]),
+        "command": " ".join(["python -m benchmarks.gate_replay", *sys.argv[1:]]),
         "date": time.strftime("%Y-%m-%d"),
         "machine": describe_machine(),
         "model": "smollm2-135m",
@@ -156,6 +158,55 @@ def main() -> None:
         print(f"{name}: MAT {o['mat']:.2f}, {o['tokens_per_s']:.0f} tok/s at {args.pass_ms:g} ms a pass, host "
               f"{o['host_ms_per_step']:.2f} ms a step; asked: {asked}; identical {100 * m['identical_frac']:.0f} %")
     print(f"the gate: {gated:.3f}x the tokens per second of asking every tier; written to {args.out}")
+
+
+def tables(data: Mapping[str, Any]) -> list[str]:
+    """benchmarks/gate_replay.py: the gate on a fast device's profile, with and without it."""
+    methods = data["methods"]
+    tiers = data["tiers"]
+    rows = [
+        [
+            code(name),
+            f2(m["overall"]["mat"]),
+            f1(m["overall"]["tokens_per_s"]),
+            f2(m["overall"]["host_ms_per_step"]),
+            pct(m["identical_frac"]),
+            *(pct(m["overall"]["asked"][t]) for t in tiers),
+            *(f2(m["overall"]["lookup_ms_per_step"][t]) for t in tiers),
+        ]
+        for name, m in methods.items()
+    ]
+    tasks = list(next(iter(methods.values()))["tasks"])
+    by_task = [[code(name), *(f1(m["tasks"][t]["tokens_per_s"]) for t in tasks)] for name, m in methods.items()]
+    edges = [0.0, *data["band_edges"]]
+    bands = [f"{a:g}-{b:g}" for a, b in zip(edges, edges[1:])] + [f"{edges[-1]:g}+"]
+    decided = [
+        [d["tier"], bands[d["band"]], count(d["asked"]), count(d["skipped"]),
+         pct(d["asked"] / (d["asked"] + d["skipped"]))]
+        for d in data["gate_decisions"]
+    ]  # fmt: skip
+    return [
+        f"Settings: {data['model']}, {data['questions']} questions, {data['max_new_tokens']} new tokens per turn, "
+        f"a flat profile of {data['pass_ms']:g} ms a pass; the tiers {', '.join(tiers)}. With the gate "
+        f"`hd` makes {x(data['gate_speedup'])} the tokens per second of `hd+ask-all` in that clock.",
+        table(
+            [
+                "method",
+                "MAT",
+                "tokens/s",
+                "host ms/step",
+                "identical to ar",
+                *(f"{t} asked" for t in tiers),
+                *(f"{t} ms/step" for t in tiers),
+            ],
+            rows,
+        ),  # fmt: skip
+        "Tokens per second by task:",
+        table(["method", *tasks], by_task),
+        "Where the gate decided (`hd`): per tier after the first, the steps it was asked in and skipped in, by "
+        "the expected accepted tokens of the tree drafted before it:",
+        table(["tier", "tree so far", "asked", "skipped", "asked share"], decided),
+    ]
 
 
 if __name__ == "__main__":

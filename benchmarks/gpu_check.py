@@ -1,12 +1,15 @@
 """The device check: hdlib on one CUDA GPU, in one command of a few minutes, written to one JSON file.
 
-    bash scripts/gpu_check.sh                          # on the GPU machine: $OUT/gpu_check.json (docs/gpu.md)
-    python benchmarks/gpu_check.py --out PATH          # the same from any shell (a CUDA GPU needed)
-    python benchmarks/gpu_check.py --smoke --out PATH  # the same code on the CPU, a 2-layer model, about a minute
+    bash scripts/gpu_check.sh                          # on a CUDA machine: $OUT/gpu_check.json (docs/gpu.md)
+    python -m benchmarks.gpu_check --out PATH          # the same from the repository root (a CUDA GPU needed)
+    python -m benchmarks.gpu_check --smoke --out PATH  # the same code on the CPU, a 2-layer model, about a minute
 
-Nothing is downloaded: the tiny models of tests/tiny.py and a Llama-2-7B-shaped model with random
-weights built on the device. Random weights make MAT meaningless, so an oracle tier that knows plain
-decoding's answer stands in for real drafts where the engine's cost is measured.
+The shell script (benchmarks/gpu_check.sh, which scripts/gpu_check.sh runs) adds the GPU's name from
+nvidia-smi, a time limit and the log. Nothing is downloaded: the tiny models of tests/tiny.py and a
+Llama-2-7B-shaped model with random weights built on the device. Random weights make MAT
+meaningless, so an oracle tier that knows plain decoding's answer (tests/oracle.py; the test helpers
+import as `tests.tiny` and `tests.oracle` from the root) stands in for real drafts where the
+engine's cost is measured.
 
 The JSON holds one object per section, each with its seconds; a section that raised holds "error"
 (the traceback is on stderr), a piece that this device or this hdlib lacks is "unavailable":
@@ -16,7 +19,7 @@ The JSON holds one object per section, each with its seconds; a section that rai
               with an oracle tier, fixed, adaptive and value-tree budgets, greedy; and sampled HD
               against plain sampling with the same seed (the default Gumbel rule). Every answer that
               parts from plain decoding's is listed with its first differing position and plain
-              decoding's two best logits there (`hdlib.divergence`: near-tie or divergence);
+              decoding's two best logits there (`hdlib.bench.divergence`: near-tie or divergence);
               `float32_ok`: no float32 answer parts beyond the near-tie bound
   model       the 7B-shaped model: its shape, dtype, parameters, build seconds
   forward     ms of one pass over k = 1..128 tokens (a chain under hdlib's tree mask) after 256 and
@@ -44,7 +47,7 @@ import sys
 import time
 import traceback
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -54,23 +57,22 @@ import torch
 from torch.overrides import TorchFunctionMode
 from transformers import DynamicCache, LlamaConfig, LlamaForCausalLM
 
+import hdlib.engine.verifier
+from benchmarks.markdown import code, f1, f2, table, x
+from hdlib.bench.divergence import NEAR_TIE, explain, locate
+from hdlib.engine.budget import FixedBudget
+from hdlib.engine.drafter import Drafter
+from hdlib.engine.forward_time import ForwardProfile, flat_profile, time_pass
+from hdlib.engine.loop import Decoder, DecodeSettings, run
+from hdlib.engine.trace import Step
+from hdlib.engine.tree import DraftTree
+from hdlib.engine.value import ValueBudget
+from hdlib.engine.verifier import Verifier, cache_keyword
+from hdlib.tiers import ContextTier, DraftTier, RecycledTier, Tier
+from tests.oracle import OracleTier
+from tests.tiny import VOCAB, tiny_gemma3, tiny_llama
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]  # hdlib from this checkout; the tiny models, the oracle tier
-
-from oracle import OracleTier  # noqa: E402
-from tiny import VOCAB, tiny_gemma3, tiny_llama  # noqa: E402
-
-import hdlib.verifier  # noqa: E402
-from hdlib.budget import FixedBudget  # noqa: E402
-from hdlib.decoding import Decoder, DecodeSettings, run  # noqa: E402
-from hdlib.divergence import NEAR_TIE, explain, locate  # noqa: E402
-from hdlib.drafter import Drafter  # noqa: E402
-from hdlib.forward_time import ForwardProfile, flat_profile, time_pass  # noqa: E402
-from hdlib.tiers import ContextTier, DraftTier, RecycledTier, Tier  # noqa: E402
-from hdlib.trace import Step  # noqa: E402
-from hdlib.tree import DraftTree  # noqa: E402
-from hdlib.value import ValueBudget  # noqa: E402
-from hdlib.verifier import Verifier, cache_keyword  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -109,7 +111,7 @@ class Unavailable(Exception):
 
 def cache_kinds() -> tuple[str | None, ...]:
     """The KV caches hdlib offers ("own", "dynamic"), or (None,): the one it has."""
-    return tuple(getattr(hdlib.verifier, "CACHE_KINDS", None) or (None,))
+    return tuple(getattr(hdlib.engine.verifier, "CACHE_KINDS", None) or (None,))
 
 
 def make_verifier(model: torch.nn.Module, kind: str | None) -> Verifier:
@@ -615,6 +617,50 @@ def main(argv: Sequence[str] | None = None) -> int:
     fp32_ok = report.data["lossless"].get("float32_ok")
     print(f"wrote {path} in {report.data['total_s']} s; float32 lossless: {fp32_ok}; failed: {failed or 'none'}")
     return 1 if fp32_ok is False else 3 if failed else 0
+
+
+LOSSLESS_COLUMNS = ("greedy_identical", "sampled_identical", "near_ties", "divergences")
+
+
+def tables(data: Mapping[str, Any]) -> list[str]:
+    """The check's JSON (docs/gpu.md): losslessness, tokens/s per method."""
+    out = []
+    lossless = data.get("lossless") or {}
+    rows = [
+        [key, *("" if v.get(k) is None else str(v[k]) for k in LOSSLESS_COLUMNS)]
+        for key, v in sorted(lossless.items())
+        if "/" in key and isinstance(v, Mapping)
+    ]
+    if rows:
+        out += [
+            f"Lossless on the device (float32 within the near-tie bound: {lossless.get('float32_ok')}):",
+            table(["model/dtype", "greedy identical", "sampled identical", "near-ties", "divergences"], rows),
+        ]
+    throughput = data.get("throughput") or {}
+    speedups = throughput.get("speedup_over_ar") or {}
+    rows = [
+        [
+            code(name),
+            f1(r["tokens_per_s"]),
+            f2(r["mat"]) if "mat" in r else "",
+            x(speedups[name]) if name in speedups else "",
+            "" if name == "ar" else ("yes" if r.get("identical_to_ar") else "no"),
+        ]
+        for name, r in throughput.items()
+        if isinstance(r, Mapping) and "tokens_per_s" in r
+    ]
+    if rows:
+        out += [
+            "Tokens per second on the 7B-shaped model with random weights:",
+            table(["method", "tokens/s", "MAT", "speedup", "identical to `ar`"], rows),
+        ]
+    return out or ["(no section of the check finished)"]
+
+
+def device_text(data: Mapping[str, Any]) -> str:
+    meta = data.get("meta") or {}
+    keys = ("device", "capability", "gpu_memory_gb", "torch", "cuda", "transformers", "threads", "commit")
+    return "; ".join(f"{k} {meta[k]}" for k in keys if meta.get(k) is not None) or "not recorded in the file"
 
 
 if __name__ == "__main__":

@@ -1,11 +1,11 @@
 """Lookup latency of the three tiers on the packaged model, and what their databases cost to open.
 
-    python benchmarks/lookup_latency.py [--budgets 8,16] [--out benchmarks/results/<machine>/lookup_latency.json]
+    python -m benchmarks.lookup_latency [--budgets 8,16] [--out benchmarks/results/<machine>/lookup_latency.json]
 
 Contexts: every position of the packaged model's own greedy answers kept in
 `benchmarks/results/unrecorded/statistics_tier.json` (the 12 project prompts and 12 held-out
 ShareGPT prompts, 80 new tokens each): the contexts a tier meets at decode time, each of them timed by
-`hdlib.databases.lookup_latency` (the context tier begun with the context first, untimed, so it
+`hdlib.databases.registry.lookup_latency` (the context tier begun with the context first, untimed, so it
 holds exactly that text). Per call: wall time, median and p99, in milliseconds.
 """
 
@@ -16,12 +16,14 @@ import json
 import statistics
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
-from common import RESULTS, UNRECORDED, results_path
-
-from hdlib.databases import load_tier, lookup_latency
-from hdlib.models import load_model
+from benchmarks.common import RESULTS, UNRECORDED, results_path
+from benchmarks.markdown import count, f2, table
+from hdlib.databases.registry import load_tier, lookup_latency
+from hdlib.models.loading import load_model
 from hdlib.tiers import ContextTier, Tier
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -54,10 +56,25 @@ def main() -> None:
             row = {"median_ms": round(statistics.median(ms), 4), "p99_ms": round(percentile(ms, 0.99), 4)}
             results["tiers"].setdefault(tier.name, {})[str(budget)] = row
             print(f"{tier.name:10} budget {budget:2}: median {row['median_ms']:.3f} ms, p99 {row['p99_ms']:.3f} ms")
-    results["command"] = " ".join(["python benchmarks/lookup_latency.py", *sys.argv[1:]])
+    results["command"] = " ".join(["python -m benchmarks.lookup_latency", *sys.argv[1:]])
     results["date"] = time.strftime("%Y-%m-%d")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=1))
+
+
+def tables(data: Mapping[str, Any]) -> list[str]:
+    rows = [
+        [tier, budget, f"{v['median_ms']:.4f}", f"{v['p99_ms']:.4f}"]
+        for tier, budgets in data["tiers"].items()
+        for budget, v in budgets.items()
+    ]
+    return [
+        (
+            f"{count(data['contexts'])} contexts; opening the model tier's database took {f2(data['model_open_s'])} s, "
+            f"the statistics tier's {f2(data['statistics_open_s'])} s."
+        ),
+        table(["tier", "budget", "median ms", "p99 ms"], rows),
+    ]
 
 
 if __name__ == "__main__":

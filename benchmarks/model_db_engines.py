@@ -1,6 +1,6 @@
 """The model database built three ways on one machine: transformers, vLLM's offline engine, `vllm serve`.
 
-    python benchmarks/model_db_engines.py [--limit 64] [--max-new-tokens 192]
+    python -m benchmarks.model_db_engines [--limit 64] [--max-new-tokens 192]
         [--out benchmarks/results/<machine>/model_db_engines.json]
 
 Each build answers the same first `--limit` ShareGPT train prompts with the packaged model, as the
@@ -25,13 +25,15 @@ import tempfile
 import threading
 import time
 import urllib.request
+from collections.abc import Mapping
 from itertools import pairwise
 from pathlib import Path
+from typing import Any
 
-from common import results_path
-
-from hdlib.cpu import describe_machine
-from hdlib.models import DEFAULT_MODEL, load_text
+from benchmarks.common import results_path
+from benchmarks.markdown import code, count, f1, f2, f3, table
+from hdlib.models.cpu import describe_machine
+from hdlib.models.loading import DEFAULT_MODEL, load_text
 from hdlib.store import read_db
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -183,6 +185,29 @@ def main() -> None:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=1) + "\n")
     print(json.dumps(results["answers_per_s_vs_transformers"]), "->", args.out)
+
+
+def tables(data: Mapping[str, Any]) -> list[str]:
+    rows = []
+    for name, b in data["builds"].items():
+        same = b.get("against_transformers")
+        rows.append(
+            [
+                name,
+                f3(b["answers_per_s"]),
+                f1(b["answer_tokens_per_s"]),
+                f2(data["answers_per_s_vs_transformers"][name]),
+                count(b["peak_memory_mb"]),
+                f1(b["generation_seconds"]),
+                f1(b["wall_seconds"]),
+                f"{same['answers_identical']} of {b['counts']['answers']} (n-gram overlap {f3(same['ngram_jaccard'])})"
+                if same
+                else "",
+            ]
+        )
+    header = ["build", "answers/s", "answer tokens/s", "vs transformers", "peak memory MB", "answering s", "wall s"]
+    builds = "; ".join(f"{name}: {code(b['command'])}" for name, b in data["builds"].items())
+    return [table([*header, "answers identical to transformers'"], rows), f"The builds' own commands: {builds}."]
 
 
 if __name__ == "__main__":

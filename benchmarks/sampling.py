@@ -1,6 +1,6 @@
 """HD against plain sampling at temperatures 0, 0.5 and 1.0, on Spec-Bench.
 
-    python benchmarks/sampling.py [--questions PATH] [--per-task 2] [--max-new-tokens 128]
+    python -m benchmarks.sampling --questions PATH [--per-task 2] [--max-new-tokens 128]
         [--temperatures 0,0.5,1.0] [--out benchmarks/results/<machine>/sampling.json]
 
 For each temperature, `ar` and `hd` (default tiers and order, adaptive budget) answer the same
@@ -13,9 +13,11 @@ from __future__ import annotations
 import json
 import sys
 import time
+from collections.abc import Mapping
+from typing import Any
 
-from common import load, spec_bench_parser
-
+from benchmarks.bench_tables import bench_tables, runs_of
+from benchmarks.common import load, spec_bench_parser
 from hdlib.bench import progress_line, run_benchmark, table
 
 
@@ -37,9 +39,17 @@ def main() -> None:
             print(f"temperature {temperature:g}\n{table(results, metric)}", end="\n\n", flush=True)
         results["date"] = time.strftime("%Y-%m-%d")
         runs.append(results)
-    command = " ".join(["python benchmarks/sampling.py", *sys.argv[1:]])
+    command = " ".join(["python -m benchmarks.sampling", *sys.argv[1:]])
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"command": command, "runs": runs}, indent=1))
+
+
+def tables(data: Mapping[str, Any]) -> list[str]:
+    """benchmarks/sampling.py: one bench result per temperature."""
+    out = []
+    for run in runs_of(data):
+        out += [f"**Temperature {float(run['temperature']):g}**", *bench_tables(run)]
+    return out
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """The two sampling rules side by side: the Gumbel rule (the default) against recursive rejection.
 
-    python benchmarks/sampling_rules.py [--questions PATH] [--per-task 2] [--max-new-tokens 128]
+    python -m benchmarks.sampling_rules --questions PATH [--per-task 2] [--max-new-tokens 128]
         [--temperatures 1.0,0.5] [--out benchmarks/results/<machine>/sampling_rules.json]
 
 For each temperature and each Spec-Bench question (its first turn), four runs interleaved in one
@@ -17,12 +17,15 @@ from __future__ import annotations
 import json
 import sys
 import time
+from collections.abc import Mapping
+from typing import Any
 
-from common import load, spec_bench_parser
-
-from hdlib.cpu import describe_machine
+from benchmarks.common import load, spec_bench_parser
+from benchmarks.markdown import f1, f2, x
+from benchmarks.markdown import table as markdown_table
 from hdlib.decoding import generate
-from hdlib.sampling import SAMPLING_RULES
+from hdlib.engine.sampling import SAMPLING_RULES
+from hdlib.models.cpu import describe_machine
 
 
 def one_run(lm, prompt_ids, tiers, max_new_tokens, temperature, seed, rule) -> dict[str, float]:
@@ -108,7 +111,7 @@ def main() -> None:
                     result.pop("tokens_ids")
         runs.append({"temperature": temperature, "summary": summary, "questions": rows})
     result = {
-        "command": " ".join(["python benchmarks/sampling_rules.py", *sys.argv[1:]]),
+        "command": " ".join(["python -m benchmarks.sampling_rules", *sys.argv[1:]]),
         "date": time.strftime("%Y-%m-%d"),
         "model": lm.name,
         "machine": describe_machine(),
@@ -118,6 +121,32 @@ def main() -> None:
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=1))
+
+
+def tables(data: Mapping[str, Any]) -> list[str]:
+    n = data["questions"]
+    rows = []
+    for run in data["runs"]:
+        for rule, s in run["summary"].items():
+            rows.append(
+                [
+                    f"{float(run['temperature']):g}",
+                    rule,
+                    f1(s["ar_tokens_per_s"]),
+                    f1(s["hd_tokens_per_s"]),
+                    x(s["speedup"]),
+                    f2(s["mat"]),
+                    f2(s["hd_accept_ms_per_step"]),
+                    f2(s["ar_accept_ms_per_step"]),
+                    f"{round(s['identical_frac'] * n)} of {n}",
+                ]
+            )
+    header = ["temperature", "rule", "`ar` tokens/s", "`hd` tokens/s", "speedup", "MAT"]
+    header += ["`hd` acceptance ms/step", "`ar` acceptance ms/step", "`hd` = `ar`, token for token"]
+    return [
+        f"Settings: {data['model']}, {n} questions (first turns), {data['max_new_tokens']} new tokens.",
+        markdown_table(header, rows),
+    ]
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """Statistics tier: its database, lookup latency and draft quality, and `draftretriever` on the same corpus.
 
-    python benchmarks/statistics_tier.py [--build] [--compare-sorts] [--contexts 2000]
+    python -m benchmarks.statistics_tier [--build] [--compare-sorts] [--contexts 2000]
         [--out benchmarks/results/<machine>/statistics_tier.json]
 
 Database: the default one for the packaged model (built first when missing; `--build` rebuilds it in
@@ -32,12 +32,15 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 import numpy as np
-from common import results_path
+
+from benchmarks.common import results_path
+from benchmarks.markdown import count, f1, f2, f3, pct, table
 
 ROOT = Path(__file__).resolve().parents[1]
 BUDGETS = (8, 16, 32)
@@ -46,8 +49,8 @@ Case = tuple[list[int], list[int]]  # (context, what follows)
 
 
 def heldout_cases(lm, n: int, seed: int = 0) -> list[Case]:
-    from hdlib.corpus import ROLES
-    from hdlib.sharegpt import ShareGPTReader
+    from hdlib.databases.corpus import ROLES
+    from hdlib.databases.sharegpt import ShareGPTReader
 
     tok, answers = lm.tokenizer, []
     for conversation in ShareGPTReader():
@@ -76,7 +79,7 @@ def heldout_cases(lm, n: int, seed: int = 0) -> list[Case]:
 
 def model_answers(lm, n_heldout: int, max_new: int) -> list[dict]:
     from hdlib import generate
-    from hdlib.sharegpt import prompts
+    from hdlib.databases.sharegpt import prompts
 
     rows = [json.loads(line) for line in (ROOT / "data/prompts/prompts.jsonl").read_text().splitlines()]
     chosen = [r["turns"][0] for r in rows] + [p for p in prompts("heldout", limit=5 * n_heldout) if len(p) < 1500][
@@ -146,7 +149,7 @@ def tree_accepted(tree, truth: Sequence[int]) -> int:
 def with_context_tier(statistics_tier, cases: list[Case], budget: int) -> dict:
     """Tokens accepted per step from the drafter's trie: the context tier alone, then with the
     statistics tier behind it (HD's order), each context indexed afresh."""
-    from hdlib.drafter import Drafter
+    from hdlib.engine.drafter import Drafter
     from hdlib.tiers import ContextTier
 
     out = {}
@@ -187,7 +190,7 @@ BUILD_CHILD = (
     + """
 import json, sys, time
 import hdlib
-from hdlib.statsdb import build_statistics_db
+from hdlib.databases.statsdb import build_statistics_db
 start = time.perf_counter()
 build_statistics_db(hdlib.load_model(), sys.argv[1])
 print(json.dumps({"seconds": time.perf_counter() - start, "peak_rss_mb": memory("VmHWM")}))
@@ -228,7 +231,7 @@ def main() -> None:
     args = parser.parse_args()
 
     from hdlib import load_model
-    from hdlib.statsdb import default_statistics_path, ensure_statistics_db
+    from hdlib.databases.statsdb import default_statistics_path, ensure_statistics_db
     from hdlib.store import read_meta
     from hdlib.tiers.statistics import StatisticsSettings, StatisticsTier
 
@@ -315,7 +318,7 @@ def compare_suffix_sorts(tokens: np.ndarray) -> dict:
     """hdlib's prefix doubling (to 16 tokens) against pydivsufsort (when installed: it is not a
     dependency) on a 3-byte big-endian encoding of the corpus, whose suffixes at multiples of 3 sort
     as the token suffixes do."""
-    from hdlib.suffix import build_suffix_array
+    from hdlib.tiers.suffix import build_suffix_array
 
     start = time.perf_counter()
     ours = build_suffix_array(tokens, 16)
@@ -385,6 +388,46 @@ def measure_draftretriever(db: Path, vocab_size: int, cases: dict[str, list[Case
                 result[kind][b] = measure(lookup, c, b)
             print("draftretriever", kind, json.dumps(result[kind]), file=sys.stderr)
     return result
+
+
+def tables(data: Mapping[str, Any]) -> list[str]:
+    db = data["database"]
+    built = db["build_measured_in_child"]
+    header = ["backend", "contexts", "budget", "median ms", "p99 ms", "CPU median ms", "accepted per lookup"]
+    rows = [
+        [
+            backend,
+            kind,
+            budget,
+            f3(v["median_ms"]),
+            f3(v["p99_ms"]),
+            f3(v["cpu_median_ms"]),
+            f2(v["accepted_per_lookup"]),
+            f2(v["drafted_nodes"]),
+            pct(v["hit_rate"]),
+        ]
+        for backend, b in data["backends"].items()
+        for kind in ("heldout", "model")
+        for budget, v in b[kind].items()
+    ]
+    with_context = [
+        [kind, budget, *(f2(v[k]) for k in ("context", "context+statistics"))]
+        for kind, budgets in data["accepted_with_context_tier"].items()
+        for budget, v in budgets.items()
+    ]
+    return [
+        (
+            f"Database: {count(db['counts']['tokens'])} tokens of {count(db['counts']['conversations'])} ShareGPT "
+            f"conversations, {f1(db['file_mib'])} MiB, opened in {f2(db['load_seconds'])} s, "
+            f"{count(db['resident_mib_when_open'])} MiB resident; built in {f1(built['seconds'])} s at "
+            f"{count(built['peak_rss_mb'])} MB peak. Contexts: {data['cases']['heldout']} held-out ShareGPT windows "
+            f"(`heldout`) and {data['cases']['model']} from the model's own answers (`model`); the goal was a median "
+            f"of {data['goal']['median_ms']} ms and a p99 of {data['goal']['p99_ms']} ms."
+        ),
+        table([*header, "drafted nodes", "hit rate"], rows),
+        "Accepted tokens per lookup, the context tier alone and with the statistics tier behind it:",
+        table(["contexts", "budget", "context", "context + statistics"], with_context),
+    ]
 
 
 if __name__ == "__main__":

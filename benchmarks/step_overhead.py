@@ -1,10 +1,10 @@
 """The engine's own time per step, this checkout against another engine, side by side.
 
-    python benchmarks/step_overhead.py --base PATH [--budget 64] [--per-task 2] [--max-new-tokens 64]
-        [--out benchmarks/results/<machine>/step_overhead.json]
+    python -m benchmarks.step_overhead --base PATH --questions data/spec_bench/question.jsonl [--budget 64]
+        [--per-task 2] [--max-new-tokens 64] [--out benchmarks/results/<machine>/step_overhead.json]
 
 `--base` is another checkout of hdlib (for example `git worktree add /tmp/hd_base <commit>`). Each
-engine runs in a worker process of its own (the same Python, PYTHONPATH set to its checkout) with
+engine runs in a worker process of its own (the same Python, started in its checkout) with
 the packaged model; question by question, one worker answers, then the other, the order alternating,
 so both meet the same machine. Greedy HD, the three default tiers, a fixed budget, each question's
 first turn. The engine's overhead is measured alike for both, outside either engine: the
@@ -22,9 +22,12 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
-from common import results_path
+from benchmarks.common import QUESTIONS_HELP, results_path
+from benchmarks.markdown import code, count, f1, f2, table
 
 ROOT = Path(__file__).resolve().parents[1]
 PHASES = ("draft", "tree", "forward", "accept", "update", "policy")
@@ -33,8 +36,8 @@ PHASES = ("draft", "tree", "forward", "accept", "update", "policy")
 def worker(questions_path: Path, per_task_n: int, budget: int, max_new_tokens: int) -> None:
     """Answer the question indices read from stdin, one JSON line each on stdout."""
     import hdlib
-    from hdlib.models import load_model
-    from hdlib.specbench import load_questions, per_task
+    from hdlib.bench.specbench import load_questions, per_task
+    from hdlib.models.loading import load_model
 
     lm = load_model("smollm2-135m")
     questions = per_task(load_questions(questions_path), per_task_n)
@@ -74,13 +77,16 @@ def worker(questions_path: Path, per_task_n: int, budget: int, max_new_tokens: i
 class Worker:
     def __init__(self, name: str, root: Path, args: argparse.Namespace) -> None:
         self.name = name
-        env = {**os.environ, "PYTHONPATH": str(root)}
+        # Run in its checkout, whose hdlib comes first; this checkout's benchmarks package where it has none.
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
         command = [
-            sys.executable, str(Path(__file__).resolve()), "--worker", "--questions", str(args.questions),
+            sys.executable, "-m", "benchmarks.step_overhead", "--worker", "--questions", str(args.questions.resolve()),
             "--per-task", str(args.per_task), "--budget", str(args.budget),
             "--max-new-tokens", str(args.max_new_tokens),
         ]  # fmt: skip
-        self.process = subprocess.Popen(command, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self.process = subprocess.Popen(
+            command, cwd=root, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        )
         self.ready = json.loads(self.process.stdout.readline())  # type: ignore[union-attr]
         print(f"{name}: {self.ready['hdlib']}", file=sys.stderr)
 
@@ -114,7 +120,7 @@ def summary(rows: list[dict]) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--base", type=Path, help="another checkout of hdlib, the engine to compare with")
-    parser.add_argument("--questions", type=Path, default=ROOT.parent / "shared/specbench/question.jsonl")
+    parser.add_argument("--questions", type=Path, required=True, help=QUESTIONS_HELP)
     parser.add_argument("--per-task", type=int, default=2)
     parser.add_argument("--budget", type=int, default=64)
     parser.add_argument("--max-new-tokens", type=int, default=64)
@@ -127,8 +133,7 @@ def main() -> None:
     if args.base is None:
         parser.error("--base is needed: a checkout of the engine to compare with")
 
-    sys.path.insert(0, str(ROOT))
-    from hdlib.cpu import describe_machine
+    from hdlib.models.cpu import describe_machine
 
     engines = {"base": args.base.resolve(), "this": ROOT}
     workers = {name: Worker(name, root, args) for name, root in engines.items()}
@@ -161,7 +166,7 @@ def main() -> None:
     ]
     out = {
         "what": "engine overhead per step (wall minus the model's forward calls), greedy, default tiers",
-        "command": " ".join(["python", "benchmarks/step_overhead.py", *sys.argv[1:]]),
+        "command": " ".join(["python -m benchmarks.step_overhead", *sys.argv[1:]]),
         "machine": describe_machine(),
         "settings": {"budget": args.budget, "per_task": args.per_task, "max_new_tokens": args.max_new_tokens},
         "base": str(args.base),
@@ -183,6 +188,45 @@ def main() -> None:
         f"forward per step {b['forward_ms_per_step']:.0f} / {t['forward_ms_per_step']:.0f} ms; "
         f"identical answers {sum(identical)}/{n}"
     )
+
+
+def tables(data: Mapping[str, Any]) -> list[str]:
+    results = data["results"]
+    phases = list(next(iter(results.values()))["phases_ms_per_step"])
+    rows = [
+        [
+            code(name),
+            count(r["steps"]),
+            count(r["tokens"]),
+            f2(r["mat"]),
+            f2(r["overhead_ms_per_step"]),
+            f1(r["forward_ms_per_step"]),
+            *(f2(r["phases_ms_per_step"][p]) for p in phases),
+        ]
+        for name, r in results.items()
+    ]
+    header = [
+        "engine",
+        "steps",
+        "tokens",
+        "MAT",
+        "overhead ms/step",
+        "forward calls ms/step",
+        *(f"{p} ms" for p in phases),
+    ]
+    s = data["settings"]
+    return [
+        (
+            f"Settings: budget {s['budget']}, {s['per_task']} questions per task, {s['max_new_tokens']} new tokens; "
+            f"{data['what']}."
+        ),
+        table(header, rows),
+        (
+            f"Overhead this / base: {f2(data['overhead_ratio_this_over_base'])} (median by question "
+            f"{f2(data['overhead_ratio_median_by_question'])}); identical answers: {data['identical_answers']} of "
+            f"{data['questions']}."
+        ),
+    ]
 
 
 if __name__ == "__main__":

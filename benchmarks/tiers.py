@@ -1,6 +1,6 @@
 """Context, context+model and context+model+statistics against plain decoding, on Spec-Bench.
 
-    python benchmarks/tiers.py --questions ../shared/specbench/question.jsonl [--per-task 2]
+    python -m benchmarks.tiers --questions data/spec_bench/question.jsonl [--per-task 2]
         [--max-new-tokens 128] [--out benchmarks/results/<machine>/tiers.json]
 
 Two questions per task by default (the first two of each of the six tasks, every turn), greedy,
@@ -14,8 +14,7 @@ import json
 import sys
 import time
 
-from common import load, spec_bench_parser
-
+from benchmarks.common import load, spec_bench_parser
 from hdlib.bench import progress_line, run_benchmark, table
 
 
@@ -28,7 +27,7 @@ def main() -> None:
         print(progress_line(question, runs), file=sys.stderr, flush=True)
 
     results = run_benchmark(lm, questions, args.methods.split(","), args.max_new_tokens, progress).to_json()
-    results["command"] = " ".join(["python benchmarks/tiers.py", *sys.argv[1:]])
+    results["command"] = " ".join(["python -m benchmarks.tiers", *sys.argv[1:]])
     results["date"] = time.strftime("%Y-%m-%d")
     for metric in ("speedup", "mat", "identical_frac"):
         print(table(results, metric), end="\n\n")

@@ -1,9 +1,11 @@
 """docs/benchmarks.md is what scripts/benchmarks_doc.py writes from the results committed under
-benchmarks/results/, byte for byte, and it shows every file there: a changed result, a new one no
-section of the script shows, or a result filed under another machine's folder fails here."""
+benchmarks/results/ (each file's tables by its benchmark script, the prose from benchmarks/doc_template.md),
+byte for byte, and it shows every file there: a changed result, a new one no section of the template
+names, or a result filed under another machine's folder fails here."""
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import json
 import os
@@ -15,20 +17,16 @@ from types import ModuleType
 
 import pytest
 
+from benchmarks import bench_tables
+
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
 DOC = ROOT / "docs" / "benchmarks.md"
 
 
 def generator() -> ModuleType:
-    """scripts/benchmarks_doc.py as a module (scripts/ is no package)."""
-    if "benchmarks_doc" not in sys.modules:
-        spec = importlib.util.spec_from_file_location("benchmarks_doc", ROOT / "scripts" / "benchmarks_doc.py")
-        assert spec and spec.loader
-        module = importlib.util.module_from_spec(spec)
-        sys.modules["benchmarks_doc"] = module  # before it runs: its dataclasses look their module up there
-        spec.loader.exec_module(module)
-    return sys.modules["benchmarks_doc"]
+    """scripts/benchmarks_doc.py, as `python -m scripts.benchmarks_doc` imports it from the root."""
+    return importlib.import_module("scripts.benchmarks_doc")
 
 
 def linked_copy(tmp_path: Path) -> Path:
@@ -48,7 +46,8 @@ def rewrite(path: Path, change) -> None:
 def test_the_committed_doc_is_what_make_benchmarks_doc_writes(tmp_path):
     out = tmp_path / "benchmarks.md"
     done = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "benchmarks_doc.py"), "--out", str(out)],
+        [sys.executable, "-m", "scripts.benchmarks_doc", "--out", str(out)],
+        cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=120,
@@ -107,10 +106,10 @@ def test_a_run_on_two_machines_gets_each_machines_table():
         return {"machine": machine, "question_ids": ids, "methods": methods}
 
     split = [part(epyc, [1, 2, 3, 5], 2.5, 3.0), part(None, [4], 1.5, 2.25)]
-    text = "\n".join(generator().machine_tables({"by_machine": split}))
+    text = "\n".join(bench_tables.machine_tables({"by_machine": split}))
     assert "AMD EPYC, avx2, 2 threads: questions 1-3, 5; machine not recorded: questions 4" in text
     assert "| `hd` | 2.50x / 3.00 | 1.50x / 2.25 |" in text
-    assert generator().machine_tables({}) == []
+    assert bench_tables.machine_tables({}) == []
 
 
 def test_a_gpu_result_gets_its_tables(tmp_path):
@@ -137,7 +136,7 @@ def test_draft_time_a_method_does_not_measure_is_shown_as_such():
         return {"overall": overall, "tasks": {}}
 
     data = {"methods": {"ar": method(0.0), "hf-pld": method(0.0), "vllm-suffix": method(0.0), "hd": method(0.95)}}
-    text = "\n".join(generator().bench_tables(data))
+    text = "\n".join(bench_tables.bench_tables(data))
     assert "| `hf-pld` | 1.50x | 2.00 | 30.0 | - | 100 % |" in text
     assert "| `vllm-suffix` | 1.50x | 2.00 | 30.0 | - | 100 % |" in text
     assert "| `hd` | 1.50x | 2.00 | 30.0 | 0.95 | 100 % |" in text

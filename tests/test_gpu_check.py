@@ -1,4 +1,4 @@
-"""The device check (benchmarks/gpu_check.py) runs its smoke mode end to end through its wrapper:
+"""The device check (benchmarks/gpu_check.py) runs its smoke mode end to end through scripts/gpu_check.sh:
 the same code as on a GPU, on the CPU with a 2-layer model, and every section of the JSON is there."""
 
 from __future__ import annotations
