@@ -19,17 +19,18 @@
 its records.
 """
 
-from hdlib.budget import FixedBudget
-from hdlib.databases import describe, load_tier, make_tier, open_database, parse_tiers, register_tier
-from hdlib.decoding import Decoder, DecodeSettings, decode, generate, run
-from hdlib.drafter import Drafter
+from hdlib.databases.registry import describe, load_tier, make_tier, open_database, parse_tiers, register_tier
+from hdlib.decoding import generate
+from hdlib.engine.budget import FixedBudget
+from hdlib.engine.drafter import Drafter
+from hdlib.engine.loop import Decoder, DecodeSettings, decode, run
+from hdlib.engine.sampling import Sampler, Warp
+from hdlib.engine.trace import Generation, Step, StepTimes, StopReason
+from hdlib.engine.tree import DraftTree, tree_buffers
+from hdlib.engine.value import ValueBudget
 from hdlib.errors import HDError
-from hdlib.models import DEFAULT_MODEL, LoadedModel, get_device, load_model
-from hdlib.sampling import Sampler, Warp
+from hdlib.models.loading import DEFAULT_MODEL, LoadedModel, get_device, load_model
 from hdlib.tiers import BONUS, ContextSettings, ContextTier, DraftRow, DraftTier, Tier
-from hdlib.trace import Generation, Step, StepTimes, StopReason
-from hdlib.tree import DraftTree, tree_buffers
-from hdlib.value import ValueBudget
 
 __version__ = "0.1.0"
 

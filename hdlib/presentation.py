@@ -18,7 +18,7 @@ Legend = Sequence[tuple[Tier, int]]  # (tier, tokens), the bonus token last
 
 
 class TierRow(Protocol):
-    """What a tier did in a generation (`hdlib.trace.TierStats`)."""
+    """What a tier did in a generation (`hdlib.engine.trace.TierStats`)."""
 
     tier: Tier
     credited: int

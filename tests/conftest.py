@@ -7,6 +7,18 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 
 
+@pytest.fixture
+def registered():
+    """The test tier `Echo` (tests/echo.py) registered under its name and letter for one test."""
+    from echo import ECHO, Echo
+
+    from hdlib.databases.registry import register_tier, unregister_tier
+
+    register_tier(Echo)
+    yield ECHO
+    unregister_tier(ECHO)
+
+
 @pytest.hookimpl(trylast=True)  # after -k and -m have deselected: the items that will run
 def pytest_collection_modifyitems(config, items):
     """Every notebook is run once per session: where the browser test runs in this session (it is

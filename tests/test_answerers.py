@@ -15,11 +15,11 @@ import numpy as np
 import pytest
 from tiny import save_tiny
 
-from hdlib import answerers, modeldb
-from hdlib.answerers import ServerAnswerer, TransformersAnswerer, generate_answers
 from hdlib.cli import main
+from hdlib.databases import answerers, modeldb
+from hdlib.databases.answerers import ServerAnswerer, TransformersAnswerer, generate_answers
 from hdlib.errors import HDError
-from hdlib.models import load_model, load_text
+from hdlib.models.loading import load_model, load_text
 from hdlib.store import read_db
 
 PROMPTS = [" ".join(["hello", "world", "how", "are", "you"][i % 5 :] + ["hello"] * (i % 7)) for i in range(20)]

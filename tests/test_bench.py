@@ -16,11 +16,12 @@ from pathlib import Path
 
 import pytest
 from arctic import needs_arctic_inference
+from echo import ECHO, PROMPT
 from tiny import save_tiny
 
 import hdlib.bench.run
-import hdlib.cpu
-import hdlib.models
+import hdlib.models.cpu
+import hdlib.models.loading
 from hdlib.bench import (
     ALL_ORDERS,
     BenchResults,
@@ -36,10 +37,10 @@ from hdlib.bench import (
     run_benchmark,
     spearman,
 )
-from hdlib.benchlog import ResultsLog, raw_path, run_settings
+from hdlib.bench.log import ResultsLog, raw_path, run_settings
+from hdlib.bench.specbench import Question, load_questions, per_task
 from hdlib.cli import main
 from hdlib.errors import HDError
-from hdlib.specbench import Question, load_questions, per_task
 from hdlib.tiers import BONUS, Tier
 from hdlib.tiers.peers import SuffixDecodingTier, TokenRecyclingTier
 
@@ -68,7 +69,7 @@ def folder(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def lm(folder):
-    return hdlib.models.load_model(str(folder))
+    return hdlib.models.loading.load_model(str(folder))
 
 
 @pytest.fixture(scope="module")
@@ -82,10 +83,11 @@ def no_model_load(monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError("the model was loaded before the input was checked")
 
-    monkeypatch.setattr(hdlib.models, "load_model", refuse)
+    monkeypatch.setattr(hdlib.models.loading, "load_model", refuse)
 
 
 def test_method_names():
+    assert Method.parse("ar").tiers == ()
     assert Method.parse("hf").transformers and Method.parse("hf").prompt_lookup is None
     assert Method.parse("hf-pld").prompt_lookup == 10
     assert Method.parse("hd:SC").tiers == (Tier.STATISTICS, Tier.CONTEXT)
@@ -102,6 +104,9 @@ def test_method_names():
     ]:
         with pytest.raises(HDError, match=message):
             parse_methods(["hf", bad])
+    for bad in ("hd:", "hd:X", "hd:CC", "pld"):
+        with pytest.raises(HDError):
+            Method.parse(bad)
 
 
 def test_an_hd_method_may_end_in_a_fixed_budget():
@@ -182,6 +187,22 @@ def test_the_fields_drafters_run_as_methods_each_with_a_table_of_its_own(lm, mon
     assert r.methods["recycling"].overall.tier_share.get("recycling", 0) > 0  # the model repeats itself
     assert {k: len(ids) for k, ids in tables.items()} == {None: 0, 80: 1, 8: 1, 16: 1, 24: 1}  # ar: none
     assert len(set.union(*tables.values())) == 4  # one table per method, kept across its questions
+
+
+def test_it_is_a_letter_in_bench_orders(registered, folder, tmp_path, capsys):
+    questions = tmp_path / "q.jsonl"
+    questions.write_text(json.dumps({"question_id": 1, "category": "qa", "turns": [PROMPT]}) + "\n")
+    out, report = tmp_path / "r.json", tmp_path / "r.html"
+    argv = ["bench", "--questions", str(questions), "--model", str(folder), "--methods", "hd:CX@8"]
+    assert main([*argv, "--max-new-tokens", "24", "--out", str(out), "--html", str(report)]) == 0
+    capsys.readouterr()
+    results = json.loads(out.read_text())
+    overall = results["methods"]["hd:CX@8"]["overall"]
+    assert overall["identical_frac"] == 1.0 and overall["tier_share"]["echo"] > 0
+    from hdlib.viz.bench import tier_share_figure
+
+    bars = {t.name: t for t in tier_share_figure(results).data}
+    assert bars["echo"].marker.color == ECHO.color
 
 
 def test_bad_lines_are_reported_with_their_number_and_skipped(tmp_path):
@@ -466,9 +487,9 @@ def test_a_run_resumed_on_another_machine_says_so_and_gives_each_machines_ratios
     monkeypatch.setattr(ResultsLog, "append", interrupt_after_first)
     assert main(bench_argv(folder, questions, out)) == 130
     monkeypatch.setattr(ResultsLog, "append", append)
-    here = hdlib.cpu.describe_machine()
+    here = hdlib.models.cpu.describe_machine()
     elsewhere = {"cpu": "Elsewhere CPU", "vector_flags": ["avx", "avx2"], "threads": 2, "torch": "x"}
-    monkeypatch.setattr(hdlib.cpu, "describe_machine", lambda: elsewhere)
+    monkeypatch.setattr(hdlib.models.cpu, "describe_machine", lambda: elsewhere)
     monkeypatch.setattr(hdlib.bench.run, "describe_machine", lambda: elsewhere)
     capsys.readouterr()
     assert main(bench_argv(folder, questions, out, "--resume")) == 0

@@ -1,25 +1,12 @@
-"""The budget policies: fixed budgets are checked, the adaptive one follows cost and acceptance."""
+"""The budget policies (`hdlib.engine.budget`): a fixed budget is checked against what a draft tree can
+usefully hold. The adaptive policy, the value-ranked tree, is tested in test_value.py."""
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
-from tiny import tiny_llama
 
-from hdlib.budget import MAX_FIXED_BUDGET, FixedBudget
+from hdlib.engine.budget import MAX_FIXED_BUDGET, FixedBudget
 from hdlib.errors import HDError
-from hdlib.forward_time import ForwardProfile
-
-CPU_LIKE = ForwardProfile(tuple([0.055] + [0.09 + 0.002 * k for k in range(1, 64)]), 256, "cpu-like")
-FLAT = ForwardProfile(tuple([0.05] * 64), 256, "flat")
-
-
-def test_forward_time_is_interpolated_and_extended_beyond_the_measured_counts():
-    assert CPU_LIKE.forward_s(1) == pytest.approx(0.055) and CPU_LIKE.forward_s(2.5) == pytest.approx(0.093)
-    # Beyond 64 tokens it keeps growing along its line (0.002 s a token here), not stuck at forward(64).
-    assert CPU_LIKE.forward_s(80) == pytest.approx(CPU_LIKE.seconds[-1] + 16 * 0.002)
-    assert FLAT.forward_s(np.array([64.0, 200.0])).tolist() == pytest.approx([0.05, 0.05])
-    assert np.isnan(CPU_LIKE.forward_s(np.nan))
 
 
 def test_fixed_budget_rejects_negative_values_and_more_than_a_tree_can_usefully_hold():
@@ -33,23 +20,3 @@ def test_fixed_budget_rejects_negative_values_and_more_than_a_tree_can_usefully_
         FixedBudget(100_000)
 
 
-def test_the_forward_profile_times_a_grid_of_k_and_interpolates_between(monkeypatch):
-    """Every k up to 16, then every fourth and the last; the k between lie on the line between."""
-    import hdlib.forward_time
-
-    timed = []
-
-    def time_pass(verifier, tokens, past_len):
-        timed.append(len(tokens))
-        return 0.010 + 0.001 * len(tokens) + (0.005 if len(tokens) >= 4 else 0)  # a step at 4 rows
-
-    monkeypatch.setattr(hdlib.forward_time, "time_pass", time_pass)
-    profile = hdlib.forward_time.measure_forward(tiny_llama(), context_len=4, max_k=30, repeats=1, progress=False)
-    grid = [*range(1, 17), 20, 24, 28, 30]
-    assert hdlib.forward_time.measured_ks(30) == grid and sorted(set(timed)) == grid
-    assert len(profile.seconds) == 30
-    for k in grid:
-        assert profile.seconds[k - 1] == pytest.approx(0.015 + 0.001 * k if k >= 4 else 0.010 + 0.001 * k)
-    assert profile.seconds[21] == pytest.approx((profile.seconds[19] + profile.seconds[23]) / 2)  # k = 22
-    with pytest.raises(HDError, match="ks must hold both"):
-        hdlib.forward_time.measure_forward(tiny_llama(), context_len=4, max_k=30, ks=[1, 8], progress=False)

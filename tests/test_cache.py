@@ -13,16 +13,17 @@ import torch
 from oracle import OracleTier
 from tiny import VOCAB, tiny_gemma3, tiny_llama
 
-from hdlib import cache as cache_module
 from hdlib import decoding
-from hdlib.budget import FixedBudget
-from hdlib.cache import BLOCK, LayerStack, TreeCache, TreeLayer, grown_capacity
-from hdlib.decoding import DecodeSettings, run
-from hdlib.drafter import Drafter
+from hdlib.engine import cache as cache_module
+from hdlib.engine import loop
+from hdlib.engine.budget import FixedBudget
+from hdlib.engine.cache import BLOCK, LayerStack, TreeCache, TreeLayer, grown_capacity
+from hdlib.engine.drafter import Drafter
+from hdlib.engine.loop import DecodeSettings, run
+from hdlib.engine.tree import DraftTree, tree_buffers
+from hdlib.engine.verifier import AttentionLayout, Verifier, compact_cache, layer_count, new_cache, prefill, tree_logits
 from hdlib.errors import HDError
 from hdlib.tiers import ContextTier, Tier
-from hdlib.tree import DraftTree, tree_buffers
-from hdlib.verifier import AttentionLayout, Verifier, compact_cache, layer_count, new_cache, prefill, tree_logits
 
 MODELS = {"llama": tiny_llama, "gemma3": tiny_gemma3}  # Gemma 3's window: 6 tokens
 
@@ -203,7 +204,7 @@ def test_tree_passes_give_bit_identical_logits_with_either_cache(name, block, st
 
 
 def decode_with(kind: str, monkeypatch, *args, **kwargs):
-    monkeypatch.setattr(decoding, "Verifier", functools.partial(Verifier, cache=kind))
+    monkeypatch.setattr(loop, "Verifier", functools.partial(Verifier, cache=kind))
     return run(*args, **kwargs)
 
 
@@ -266,16 +267,16 @@ def test_the_packaged_model_decodes_the_same_with_either_cache(monkeypatch):
     import json
     from pathlib import Path
 
-    from hdlib.models import load_model
+    from hdlib.models.loading import load_model
 
     lm = load_model()
     root = Path(__file__).resolve().parents[1]
     question = json.loads((root / "data/prompts/prompts.jsonl").read_text().splitlines()[1])["turns"][0]
-    long = "Explain what this Python code does:\n\n" + (root / "hdlib/cache.py").read_text()
+    long = "Explain what this Python code does:\n\n" + (root / "hdlib/engine/cache.py").read_text()
     for prompt, tiers, budget in [(question, None, 16), (question, None, 64), (long, "context", 16)]:
         got = {}
         for kind in ("own", "dynamic"):
-            monkeypatch.setattr(decoding, "Verifier", functools.partial(Verifier, cache=kind))
+            monkeypatch.setattr(loop, "Verifier", functools.partial(Verifier, cache=kind))
             kwargs = {} if tiers is None else {"tiers": tiers}
             got[kind] = decoding.generate(lm, prompt, max_new_tokens=64, budget=budget, **kwargs)
         assert same_records(got["own"], got["dynamic"]), (tiers, budget)

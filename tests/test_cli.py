@@ -1,18 +1,26 @@
-"""The command line: each bad input is one clear error line and exit status 2, nothing on stdout."""
+"""The command line: each bad input is one clear error line and exit status 2, nothing on stdout; a tier
+of one's own (tests/echo.py) in the summary in its colour; dtype "auto" by default."""
 
 from __future__ import annotations
 
 import huggingface_hub.constants
 import pytest
+from echo import ECHO, PROMPT
 from tiny import save_tiny
 
-from hdlib.cli import main
+from hdlib.cli import build_parser, main
+from hdlib.presentation import ansi
 
 
 @pytest.fixture
 def offline(monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory):
+    return save_tiny(tmp_path_factory.mktemp("tiny") / "m")
 
 
 def fails(capsys, argv: list[str], message: str) -> None:
@@ -119,3 +127,23 @@ def test_generate_says_what_the_rejection_rule_promises(capsys, tmp_path):
     out = capsys.readouterr().out
     assert "replays it" not in out and "a seed does not replay it" in out
     assert "output identical" in out or "a different sample from the same distribution" in out
+
+
+def test_it_shows_in_the_cli_summary_in_its_colour(registered, folder, capsys):
+    argv = ["generate", "--prompt", PROMPT, "--model", str(folder), "--tiers", "C,X", "--budget", "8"]
+    assert main([*argv, "--max-new-tokens", "24", "--color", "always"]) == 0
+    out = capsys.readouterr().out
+    (counts,) = [line for line in out.splitlines() if line.startswith("accepted tokens by tier:")]
+    assert "context " in counts and "echo " in counts and "bonus " in counts and "echo 0" not in counts
+    assert f"{ansi(ECHO.color)}echo" in out  # the legend, in the tier's colour
+    assert "HD (context,echo)" in out and "output identical" in out
+
+
+@pytest.mark.parametrize("command", ["warmup", "generate", "bench"])
+def test_every_command_that_loads_for_decoding_takes_dtype_auto_by_default(capsys, command):
+    with pytest.raises(SystemExit):
+        build_parser().parse_args([command, "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "--dtype {auto,float32,bfloat16,float16}" in text and "auto (default) is bfloat16 on CUDA" in text
+    required = {"generate": ["--prompt", "x"]}.get(command, [])
+    assert build_parser().parse_args([command, *required]).dtype == "auto"

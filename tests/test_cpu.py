@@ -8,10 +8,10 @@ import pytest
 import torch
 from tiny import tiny_llama
 
-from hdlib.cpu import CALIBRATED_ROWS, PrepackedLinear, describe_machine, kernel_choices_path, prepack
-from hdlib.decoding import DecodeSettings, run
+from hdlib.engine.loop import DecodeSettings, run
 from hdlib.errors import HDError
-from hdlib.models import load_model
+from hdlib.models.cpu import CALIBRATED_ROWS, PrepackedLinear, describe_machine, kernel_choices_path, prepack
+from hdlib.models.loading import load_model
 
 pytestmark = pytest.mark.skipif(not torch.backends.mkldnn.is_available(), reason="torch built without oneDNN")
 

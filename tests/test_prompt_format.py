@@ -13,11 +13,11 @@ import pytest
 from tiny import VICUNA_WORDS, save_tiny
 
 from hdlib.bench import run_benchmark
+from hdlib.bench.specbench import Question
 from hdlib.cli import main
 from hdlib.decoding import generate
 from hdlib.errors import HDError
-from hdlib.models import VICUNA_SYSTEM, ModelText, load_model, vicuna_prompt
-from hdlib.specbench import Question
+from hdlib.models.loading import VICUNA_SYSTEM, ModelText, load_model, vicuna_prompt
 
 SYSTEM = (
     "A chat between a curious user and an artificial intelligence assistant. "

@@ -20,31 +20,29 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from oracle import OracleTier
-from test_lossless import TruthTier
-from test_lossless import prompts as lossless_prompts
+from test_loop import TruthTier
+from test_loop import prompts as lossless_prompts
 from tiny import VOCAB as TINY_VOCAB
 from tiny import tiny_gemma3, tiny_llama
 from transformers.generation.logits_process import TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper
 
-import hdlib.sampling
-from hdlib.budget import FixedBudget
-from hdlib.decoding import DecodeSettings, run
-from hdlib.drafter import Drafter
+import hdlib.engine.sampling
+from hdlib.engine.budget import FixedBudget
+from hdlib.engine.drafter import Drafter
+from hdlib.engine.forward_time import flat_profile
+from hdlib.engine.loop import DecodeSettings, run
+from hdlib.engine.sampling import Warp, position_noise
+from hdlib.engine.value import ValueBudget
 from hdlib.errors import HDError
-from hdlib.forward_time import flat_profile
-from hdlib.sampling import (
-    Warp,
+from hdlib.tiers import BONUS, ContextTier, RecycledTier, Tier
+from hdlib.tiers.base import Draft, DraftTier
+from hdlib.viz.sampling import (
     accept_every_draft,
     chi_square_p_value,
     node_trials,
     outcome_distribution,
-    position_noise,
-    sample_outcomes,
-    shared_outcomes,
+    sampler_outcomes,
 )
-from hdlib.tiers import BONUS, ContextTier, RecycledTier, Tier
-from hdlib.tiers.base import Draft, DraftTier
-from hdlib.value import ValueBudget
 
 V = 8  # vocabulary of the chi-square tests' model
 PROMPT = (3, 4, 5, 3, 4, 5, 3)
@@ -85,9 +83,9 @@ def test_each_trial_says_how_likely_it_was_reached_and_accepted():
 def test_drawn_outcomes_pass_the_chi_square_test_and_a_broken_rule_fails_it():
     p = torch.tensor([0.4, 0.25, 0.2, 0.1, 0.05], dtype=torch.float64)
     exact = {i: float(q) for i, q in enumerate(p)}
-    fair = sample_outcomes(p, [3, 1], n=4000, seed=1)
+    fair = sampler_outcomes(p, [3, 1], 4000, seed=1, rule="rejection")
     assert sum(fair.values()) == 4000 and chi_square_p_value(fair, exact) > 1e-3
-    broken = sample_outcomes(p, [3, 1], n=4000, seed=1, rule=accept_every_draft)
+    broken = sampler_outcomes(p, [3, 1], 4000, seed=1, rule=accept_every_draft)
     assert broken == {3: 4000} and chi_square_p_value(broken, exact) < 1e-6
 
 
@@ -300,13 +298,13 @@ def test_hd_samples_through_an_end_token_under_the_gumbel_rule_are_plain_samples
 
 
 def test_negative_control_accepting_every_draft_fails_the_deep_chi_square_test(monkeypatch):
-    monkeypatch.setattr(hdlib.sampling, "reject_step", accept_every_draft)
+    monkeypatch.setattr(hdlib.engine.sampling, "reject_step", accept_every_draft)
     p = chi_square_p_value(sample_answers(DEEP, "L", 8, n=1000, n_new=5, rule="rejection"), exact_joint(DEEP, 5))
     assert p < 1e-6
 
 
 def test_negative_control_accepting_every_draft_fails_the_chi_square_test(monkeypatch):
-    monkeypatch.setattr(hdlib.sampling, "reject_step", accept_every_draft)
+    monkeypatch.setattr(hdlib.engine.sampling, "reject_step", accept_every_draft)
     warp = Warp(1.0)
     p = chi_square_p_value(sample_answers(warp, "L", 8, n=1000, rule="rejection"), exact_joint(warp))
     assert p < 1e-6
@@ -315,8 +313,8 @@ def test_negative_control_accepting_every_draft_fails_the_chi_square_test(monkey
 def test_negative_control_noise_shared_by_every_position_fails_the_chi_square_test(monkeypatch):
     """The Gumbel rule's randomness must be the position's own: one noise for all positions draws
     each token from its distribution but ties the tokens of an answer together."""
-    noise = hdlib.sampling.position_noise
-    monkeypatch.setattr(hdlib.sampling, "position_noise", lambda seed, position, vocab: noise(seed, 0, vocab))
+    noise = hdlib.engine.sampling.position_noise
+    monkeypatch.setattr(hdlib.engine.sampling, "position_noise", lambda seed, position, vocab: noise(seed, 0, vocab))
     warp = Warp(1.0)
     p = chi_square_p_value(sample_answers(warp, "L", 8, n=1000), exact_joint(warp))
     assert p < 1e-6
@@ -326,7 +324,7 @@ def test_negative_control_accepting_every_draft_under_the_gumbel_rule_is_not_pla
     """The seed-by-seed comparison catches a rule that keeps drafts the position's sample is not."""
     want = plain_answers(Warp(1.0), 200)
     monkeypatch.setattr(
-        hdlib.sampling.DraftTree, "child", lambda tree, node, token: next(iter(tree.children(node)), None)
+        hdlib.engine.sampling.DraftTree, "child", lambda tree, node, token: next(iter(tree.children(node)), None)
     )
     got = answers(Warp(1.0), "L", 8, 200)
     assert sum(g != w for g, w in zip(got, want, strict=True)) > 20
@@ -335,7 +333,7 @@ def test_negative_control_accepting_every_draft_under_the_gumbel_rule_is_not_pla
 def test_negative_control_accepting_every_draft_under_the_gumbel_rule_fails_the_chi_square_test(monkeypatch):
     """A drafted child accepted whatever the position's sample is (as if every draft were the sample)."""
     monkeypatch.setattr(
-        hdlib.sampling.DraftTree, "child", lambda tree, node, token: next(iter(tree.children(node)), None)
+        hdlib.engine.sampling.DraftTree, "child", lambda tree, node, token: next(iter(tree.children(node)), None)
     )
     warp = Warp(1.0)
     p = chi_square_p_value(sample_answers(warp, "L", 8, n=1000), exact_joint(warp))
@@ -488,11 +486,12 @@ def test_the_gumbel_rule_records_each_childs_probability_as_its_chance_of_accept
             assert sum(step.accept_probs[k] for k in kids) <= 1 + 1e-9  # at most one child is the sample
 
 
-def test_shared_outcomes_follow_the_distribution_and_ignore_the_candidates():
+def test_gumbel_draws_follow_the_distribution_and_ignore_the_candidates():
     p = torch.tensor([0.4, 0.25, 0.2, 0.1, 0.05], dtype=torch.float64)
     exact = {i: float(q) for i, q in enumerate(p)}
-    counts = shared_outcomes(p, 4000, seed=1)
+    counts = sampler_outcomes(p, [], 4000, seed=1)  # the Gumbel rule
     assert sum(counts.values()) == 4000 and chi_square_p_value(counts, exact) > 1e-3
-    assert shared_outcomes(p, 50, seed=1) == shared_outcomes(p, 50, seed=1)  # a pure function of seed and position
+    assert sampler_outcomes(p, [], 50, seed=1) == sampler_outcomes(p, [], 50, seed=1)  # a function of seed, position
+    assert sampler_outcomes(p, [3, 1], 50, seed=1) == sampler_outcomes(p, [], 50, seed=1)  # whatever was drafted
     noise = position_noise(3, 17, 5)
     assert torch.equal(noise, position_noise(3, 17, 5)) and not torch.equal(noise, position_noise(3, 18, 5))

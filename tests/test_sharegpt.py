@@ -7,8 +7,8 @@ import json
 
 import pytest
 
+from hdlib.databases.sharegpt import ShareGPTReader, prompts, split_of
 from hdlib.errors import HDError
-from hdlib.sharegpt import ShareGPTReader, prompts, split_of
 
 
 def conversations(n: int, text: str) -> list[dict]:

@@ -1,4 +1,4 @@
-"""Spec-Bench questions and benchmark method names: good input read right, bad input refused clearly."""
+"""Spec-Bench questions (`hdlib.bench.specbench`): good input read right, bad input refused clearly."""
 
 from __future__ import annotations
 
@@ -6,10 +6,8 @@ import json
 
 import pytest
 
-from hdlib.bench import Method
+from hdlib.bench.specbench import load_questions, per_task
 from hdlib.errors import HDError
-from hdlib.specbench import load_questions, per_task
-from hdlib.tiers import Tier
 
 
 def write(path, rows):
@@ -53,9 +51,3 @@ def test_missing_file(tmp_path):
         load_questions(tmp_path / "nope.jsonl")
 
 
-def test_method_names():
-    assert Method.parse("ar").tiers == ()
-    assert Method.parse("hd:SC").tiers == (Tier.STATISTICS, Tier.CONTEXT)
-    for bad in ("hd:", "hd:X", "hd:CC", "pld"):
-        with pytest.raises(HDError):
-            Method.parse(bad)

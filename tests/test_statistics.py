@@ -16,15 +16,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tiny import VOCAB, tiny_llama, tiny_tokenizer
 
-from hdlib.budget import FixedBudget
-from hdlib.decoding import DecodeSettings, run
-from hdlib.drafter import Drafter
+from hdlib.databases.statsdb import build_statistics_db, default_statistics_path, ensure_statistics_db
+from hdlib.engine.budget import FixedBudget
+from hdlib.engine.drafter import Drafter
+from hdlib.engine.loop import DecodeSettings, run
 from hdlib.errors import HDError
-from hdlib.models import tokenizer_fingerprint
-from hdlib.statsdb import build_statistics_db, default_statistics_path, ensure_statistics_db
+from hdlib.models.loading import tokenizer_fingerprint
 from hdlib.store import read_db, read_meta
-from hdlib.suffix import SEPARATOR, SuffixIndex, build_suffix_array, count_prefixes, join_documents
 from hdlib.tiers.statistics import StatisticsSettings, StatisticsTier
+from hdlib.tiers.suffix import SEPARATOR, SuffixIndex, build_suffix_array, count_prefixes, join_documents
 
 documents = st.lists(st.lists(st.integers(0, 3), max_size=12), min_size=1, max_size=5)
 
@@ -284,7 +284,7 @@ def test_the_default_path_is_per_tokenizer(monkeypatch, tmp_path):
 
 
 def test_ensure_builds_on_first_use_then_reuses_and_replaces_a_broken_file(monkeypatch, tmp_path, corpus_file):
-    import hdlib.statsdb as module
+    import hdlib.databases.statsdb as module
 
     monkeypatch.setenv("HDLIB_CACHE", str(tmp_path))
     lm, path, built = tiny_lm(), default_statistics_path(tiny_lm()), []
@@ -351,8 +351,8 @@ def test_hd_with_the_statistics_tier_equals_plain_greedy(prompt, budget, seed):
 @pytest.mark.slow
 def test_the_default_database_drafts_fast_and_sensibly():
     """On the full ShareGPT database when it is built (`hdlib build-db statistics`, about 2 minutes)."""
-    from hdlib.models import load_model
-    from hdlib.packaged import is_installed
+    from hdlib.models.loading import load_model
+    from hdlib.models.packaged import is_installed
 
     if not is_installed("smollm2-135m"):
         pytest.skip("the packaged model is not installed")

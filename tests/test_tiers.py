@@ -1,18 +1,22 @@
-"""The context tier and the drafter against brute force on small vocabularies."""
+"""The context tier (`hdlib.tiers.context`) and its n-gram index against brute force on small
+vocabularies; in a repetition loop, a bounded lookup that drafts round the loop and stays lossless; tier
+names. The drafter is tested in test_drafter.py."""
 
 from __future__ import annotations
 
 import pytest
+from greedy import model
 from hypothesis import given
 from hypothesis import strategies as st
-from oracle import OracleTier
 
-from hdlib.databases import parse_tiers
-from hdlib.drafter import Drafter
+from hdlib.databases.registry import parse_tiers
+from hdlib.engine.budget import FixedBudget
+from hdlib.engine.drafter import Drafter
+from hdlib.engine.loop import DecodeSettings, run
 from hdlib.errors import HDError
-from hdlib.ngram import NGramIndex
 from hdlib.tiers import ContextSettings, ContextTier, Tier
 from hdlib.tiers.context import SCAN
+from hdlib.tiers.ngram import NGramIndex
 
 
 def scan_lookup(tokens: list[int], budget: int, s: ContextSettings) -> list[tuple[int, ...]]:
@@ -96,25 +100,68 @@ def test_ngram_index_walks_suffixes_longest_first():
         NGramIndex(max_key=0)
 
 
-class Fixed(OracleTier):
-    def __init__(self, tier: Tier, drafts):
-        self.tier, self.drafts, self.asked = tier, drafts, []
-
-    def lookup(self, context, budget):
-        self.asked.append(budget)
-        return self.drafts
+# --- repetition loops (issue 11: seen to fail on the engine before the fix) ---------------------------
 
 
-def test_drafter_fills_the_budget_in_tier_order_and_merges():
-    c = Fixed(Tier.CONTEXT, [(1, 2, 3), (1, 2)])
-    m = Fixed(Tier.MODEL, [(1, 2, 4), (5, 6, 7, 8)])
-    s = Fixed(Tier.STATISTICS, [(9,)])
-    tree, lookups = Drafter([c, m, s]).draft([0], budget=6, max_depth=10)
-    assert c.asked == [6] and m.asked == [3] and s.asked == []  # S is never asked: budget full
-    assert [(x.tier, x.added) for x in lookups] == [(Tier.CONTEXT, 3), (Tier.MODEL, 3)]
-    assert tree.n_drafted == 6
-    assert tree.tokens == [0, 1, 2, 3, 4, 5, 6]
-    assert tree.tiers == [None, Tier.CONTEXT, Tier.CONTEXT, Tier.CONTEXT, Tier.MODEL, Tier.MODEL, Tier.MODEL]
+class CountingList(list):
+    """A key's occurrence list that counts the occurrences a lookup reads."""
+
+    read = 0
+
+    def __reversed__(self):
+        for item in super().__reversed__():
+            CountingList.read += 1
+            yield item
+
+    def __getitem__(self, index):
+        got = super().__getitem__(index)
+        CountingList.read += len(got) if isinstance(index, slice) else 1
+        return got
+
+
+def looping_tier(length: int) -> tuple[ContextTier, list[int]]:
+    text = [11, 12, 13] * (length // 3) + [11]  # a small model stuck in a loop of period 3
+    tier = ContextTier()
+    tier.begin(text)
+    matches = tier._index.suffix_matches
+    tier._index.suffix_matches = lambda context: ((m, CountingList(v)) for m, v in matches(context))
+    return tier, text
+
+
+@pytest.mark.parametrize("budget", [16, 64])
+def test_a_lookup_in_a_repetition_loop_reads_a_bounded_number_of_occurrences(budget):
+    reads = []
+    for length in (3_000, 30_000):
+        tier, text = looping_tier(length)
+        CountingList.read = 0
+        tier.lookup(text, budget)
+        reads.append(CountingList.read)
+    assert reads[0] == reads[1] <= 3 * 2 * 32  # 3 key lengths, the SCAN most recent occurrences (read twice)
+
+
+def test_a_loop_is_drafted_round_and_no_draft_is_a_prefix_of_another():
+    tier, text = looping_tier(3_000)
+    drafts = tier.lookup(text, 64)
+    assert drafts[0] == (12, 13, 11) * 3 + (12,)  # the whole draft length, round the loop
+    assert not any(a != b and b[: len(a)] == a for a in drafts for b in drafts)
+    # A match far enough back: the text that followed it, cut at draft_len (10).
+    text = [*range(1, 15), 1, 2]
+    tier = ContextTier()
+    tier.begin(text)
+    assert tier.lookup(text, 16) == [tuple(range(3, 13))]
+    # One nearer than draft_len overlaps its own continuation: it goes round.
+    text = [1, 2, 3, 4, 5, 6, 7, 1, 2]
+    tier.begin(text)
+    assert tier.lookup(text, 16) == [(3, 4, 5, 6, 7, 1, 2, 3, 4, 5)]
+
+
+def test_the_context_tier_in_a_loop_stays_lossless():
+    """The model's own loop: HD drafts it round and the output is still plain greedy's."""
+    m = model("llama")
+    prompt = (20, 21, 22) * 10
+    want = run(m, prompt, None, DecodeSettings(max_new_tokens=40)).tokens
+    got = run(m, prompt, Drafter([ContextTier()]), DecodeSettings(max_new_tokens=40), (), FixedBudget(32))
+    assert got.tokens == want
 
 
 def test_tier_names_and_errors():

@@ -11,10 +11,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 from tiny import VOCAB, tiny_gemma3, tiny_llama
 
-from hdlib.choices import greedy_path
+from hdlib.engine.choices import greedy_path
+from hdlib.engine.tree import DraftTree, ancestor_matrix, tree_buffers
+from hdlib.engine.verifier import AttentionLayout, compact_cache, new_cache, prefill, tree_logits
 from hdlib.tiers.base import Tier
-from hdlib.tree import DraftTree, ancestor_matrix, tree_buffers
-from hdlib.verifier import AttentionLayout, compact_cache, new_cache, prefill, tree_logits
 
 drafts_strategy = st.lists(st.lists(st.integers(0, 5), min_size=1, max_size=6), max_size=8)
 

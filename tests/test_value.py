@@ -11,14 +11,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hdlib.errors import HDError
-from hdlib.forward_time import ForwardProfile
-from hdlib.tiers.base import BONUS, Tier
-from hdlib.tiers.guesses import ModelGuesses, Successors
-from hdlib.tiers.recycling import RecycledTier, best_paths
-from hdlib.trace import Step, StepTimes
-from hdlib.tree import DraftTree
-from hdlib.value import (
+from hdlib.engine.forward_time import ForwardProfile
+from hdlib.engine.trace import Step, StepTimes
+from hdlib.engine.tree import DraftTree
+from hdlib.engine.value import (
     DEFAULT_PRIOR,
     AcceptanceModel,
     AcceptancePrior,
@@ -29,6 +25,10 @@ from hdlib.value import (
     prior_name,
     tree_kinds,
 )
+from hdlib.errors import HDError
+from hdlib.tiers.base import BONUS, Tier
+from hdlib.tiers.guesses import ModelGuesses, Successors
+from hdlib.tiers.recycling import RecycledTier, best_paths
 
 FLAT = ForwardProfile(tuple([0.05] * 64), 256, "flat")
 SHORT = ForwardProfile((0.05, 0.06, 0.07, 0.08), 256, "short")  # measured up to 4 tokens
@@ -181,8 +181,8 @@ def test_a_prior_with_rates_above_one_is_dropped_with_one_line(tmp_path, capsys)
     from oracle import OracleTier
     from tiny import VOCAB, tiny_llama
 
-    from hdlib.decoding import DecodeSettings, run
-    from hdlib.drafter import Drafter
+    from hdlib.engine.drafter import Drafter
+    from hdlib.engine.loop import DecodeSettings, run
     from hdlib.tiers import ContextTier
 
     model, prompt, path = tiny_llama(), (5, 6, 7, 8, 5, 6, 7, 8, 5, 6), tmp_path / "prior.json"

@@ -16,21 +16,22 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from echo import ECHO, PROMPT, Echo
 from oracle import OracleTier
 from tiny import VOCAB, save_tiny
 
 import hdlib
 from hdlib import viz
-from hdlib.drafter import Drafter
+from hdlib.engine.drafter import Drafter
+from hdlib.engine.forward_time import ForwardProfile
+from hdlib.engine.trace import Generation, Step, StepTimes
+from hdlib.engine.tree import DraftTree, ancestor_matrix, tree_buffers
 from hdlib.errors import HDError
-from hdlib.forward_time import ForwardProfile
-from hdlib.sampling import accept_every_draft, node_trials, sample_outcomes
-from hdlib.tiers import BONUS, ContextSettings, ContextTier, Tier
+from hdlib.tiers import BONUS, ContextSettings, ContextTier, DraftRow, Tier
 from hdlib.tiers.context import continuation
 from hdlib.tiers.model import ModelTier
 from hdlib.tiers.statistics import StatisticsSettings, StatisticsTier
-from hdlib.trace import Generation, Step, StepTimes
-from hdlib.tree import DraftTree, ancestor_matrix, tree_buffers
+from hdlib.viz.sampling import accept_every_draft, node_trials, sampler_outcomes
 
 C, R, M, S, T = Tier.CONTEXT, Tier.RECYCLED, Tier.MODEL, Tier.STATISTICS, BONUS
 
@@ -404,6 +405,21 @@ def test_drafter_tree_is_the_drafters_trie():
     assert M in tree.tiers
 
 
+# A tier of one's own (tests/echo.py) ------------------------------------------------------------------
+
+
+def test_it_shows_in_tier_drafts_with_its_colour_and_default_rows():
+    context = [5, 6, 7, 5, 6]
+    assert Echo().explain(context, 8) == [DraftRow((6, 6, 6, 6)), DraftRow((7, 5, 6))]  # defaults: its lookups
+    rows = viz.tier_drafts([ContextTier(), Echo()], context, budget=8)
+    echo = [r for r in rows if r.tier == ECHO]
+    assert [r.tokens for r in echo] == [(6, 6, 6, 6), (7, 5, 6)] and echo[0].count is None
+    table = viz.tier_drafts_table(rows).data[0]
+    assert [c for c, name in zip(table.cells.font.color[0], table.cells.values[0]) if name == "echo"] == [
+        ECHO.color
+    ] * 2
+
+
 def test_lookup_latency_times_each_tier_on_each_context_it_was_begun_with():
     calls = []
 
@@ -704,8 +720,8 @@ def test_the_trials_and_outcome_figures_show_the_rule():
     assert "accept with p = 0.30" in fig.layout.annotations[1].text
     assert list(fig.data[3].y) == pytest.approx([0.0, 0.0, 1.0])  # t0, t1 rejected: only t2 is left
     runs = {
-        "HD": sample_outcomes(p, [1, 0], 2000, seed=3),
-        "broken": sample_outcomes(p, [1, 0], 2000, rule=accept_every_draft),
+        "HD": sampler_outcomes(p, [1, 0], 2000, seed=3, rule="rejection"),
+        "broken": sampler_outcomes(p, [1, 0], 2000, rule=accept_every_draft),
     }
     out = viz.outcomes_figure(p, runs)
     assert [t.name.split(":")[0] for t in out.data] == ["exact", "HD", "broken"]
@@ -787,6 +803,29 @@ def test_the_step_through_shows_each_tiers_rates(view):
         assert r.accepted >= r.stats.credited and f"{r.tier.name}</td>" in view.tier_table.value
     view.tier_boxes[M].value = False
     assert "model</td>" not in view.tier_table.value  # the table follows the generation
+
+
+def test_it_shows_in_its_own_colour_in_step_through(lm):
+    view = viz.StepThrough(lm, {"p": PROMPT}, tiers=["C", Echo()], max_new_tokens=24, budget=8)
+    # The given tiers in order, ticked, then hdlib's others, unticked.
+    offered = ["context", "echo", "recycled", "model", "statistics"]
+    assert [box.description for box in view.tier_boxes.values()] == offered
+    assert [t for t, box in view.tier_boxes.items() if box.value] == [C, ECHO]
+    gen = view.generation
+    assert gen.tier_order == [C, ECHO] and gen.tier_counts[ECHO] > 0
+    view.step.value = view.step.max
+    (echo_tokens,) = [t for t in view.tokens_fig.figure.data if t.name == "echo"]
+    assert echo_tokens.textfont.color == ECHO.color and len(echo_tokens.x) == gen.tier_counts[ECHO]
+    drafted = []
+    for k in range(len(gen.steps)):
+        view.step.value = k
+        (echo_nodes,) = [t for t in view.tree_fig.figure.data if t.name == "echo"]
+        assert echo_nodes.marker.color == ECHO.color
+        drafted += list(echo_nodes.customdata or ())
+    assert drafted  # it drafted, step after step
+    assert "echo" in view.status.value and ECHO.color in view.status.value
+    view.tier_boxes[ECHO].value = False
+    assert view.generation.tier_order == [C] and "echo" not in [t.name for t in view.tokens_fig.figure.data]
 
 
 def accepted_prefix(path: list[int], accepted: tuple[int, ...]) -> int:

@@ -14,12 +14,12 @@ from tiny import save_tiny
 
 import hdlib.viz.mechanics
 import hdlib.viz.sampling
-from hdlib.divergence import DIVERGENCE
+from hdlib.bench.divergence import DIVERGENCE
+from hdlib.engine.sampling import Warp, gumbel_token, position_noise, reject_step
+from hdlib.engine.tree import DraftTree
 from hdlib.errors import HDError
-from hdlib.models import load_model
-from hdlib.sampling import Warp, chi_square_p_value, gumbel_token, outcome_distribution, position_noise, reject_step
+from hdlib.models.loading import load_model
 from hdlib.tiers import BONUS
-from hdlib.tree import DraftTree
 from hdlib.viz import (
     candidates_output,
     chain_lengths,
@@ -35,6 +35,7 @@ from hdlib.viz import (
     textbook_parts,
 )
 from hdlib.viz.mechanics import attention_mask_figure, position_ids_figure
+from hdlib.viz.sampling import chi_square_p_value, outcome_distribution
 
 V = 6
 EXACT = 1e-9  # the rules are computed exactly, in float64

@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 
 from hdlib.cli import main
-from hdlib.models import DEFAULT_MODEL, load_text
+from hdlib.models.loading import DEFAULT_MODEL, load_text
 from hdlib.store import read_db
 
 pytestmark = pytest.mark.slow

@@ -1,4 +1,4 @@
-"""The Lookahead window (hdlib.window): its mask and positions against the model run plainly, its
+"""The Lookahead window (hdlib.tiers.window): its mask and positions against the model run plainly, its
 harvest, the methods and tiers it feeds (each lossless), and the value-ranked tree's choice of the
 passes it rides in."""
 
@@ -12,18 +12,18 @@ import torch
 from tiny import tiny_llama
 
 from hdlib.bench import parse_methods
-from hdlib.budget import FixedBudget
-from hdlib.databases import find_tier, make_tier
-from hdlib.decoding import DecodeSettings, run
-from hdlib.drafter import Drafter
+from hdlib.databases.registry import find_tier, make_tier
+from hdlib.engine.budget import FixedBudget
+from hdlib.engine.drafter import Drafter
+from hdlib.engine.forward_time import flat_profile
+from hdlib.engine.loop import DecodeSettings, run
+from hdlib.engine.tree import DraftTree
+from hdlib.engine.value import WINDOW_EXPLORE, ValueBudget
+from hdlib.engine.verifier import Verifier
 from hdlib.errors import HDError
-from hdlib.forward_time import flat_profile
 from hdlib.tiers import ContextSettings, ContextTier, Tier
 from hdlib.tiers.peers import LOOKAHEAD, LookaheadTier
-from hdlib.tree import DraftTree
-from hdlib.value import WINDOW_EXPLORE, ValueBudget
-from hdlib.verifier import Verifier
-from hdlib.window import WINDOW_SOURCE, LookaheadWindow, NGramPool, WindowSettings, window_mask
+from hdlib.tiers.window import WINDOW_SOURCE, LookaheadWindow, NGramPool, WindowSettings, window_mask
 
 
 @functools.cache
@@ -146,7 +146,7 @@ def test_the_value_ranked_tree_lets_the_window_ride_where_it_pays_and_tries_it_a
     assert policy.run_window(28)  # the first pass: no rate yet, it is tried
     # Passes in which it rode and none of its n-grams were accepted, at a rate of 1 token a pass.
     tree = DraftTree(root=1)
-    from hdlib.trace import Step, StepTimes
+    from hdlib.engine.trace import Step, StepTimes
 
     def step(window: int) -> Step:
         return Step(0, 5, 0, tree, (0,), (7,), (Tier.CONTEXT,), StepTimes(0, 0, 0, 0, 0), window=window)

@@ -1,7 +1,7 @@
 """Side-by-side benchmarks: every method over the same questions, in one process, interleaved.
 
 Methods by name: `ar` is plain decoding in hdlib's own loop (the baseline); `hf` is transformers'
-`model.generate` (greedy), `hf-pld` the same with prompt lookup decoding (see hdlib.baselines);
+`model.generate` (greedy), `hf-pld` the same with prompt lookup decoding (see hdlib.bench.baselines);
 `hd` is HD with the default tiers and order; `hd:ORDER` names the tiers by letter in the order they
 are asked (`hd:C`, `hd:CM`, `hd:SCM`); `hd:all-orders` stands for all 15 ordered non-empty subsets
 of C, M, S. Any hd method may end in `@N` to draft a fixed N tokens per step instead of a budget
@@ -13,11 +13,11 @@ them alike.
 
 Each answered turn is kept as a `Turn` (counts, seconds, a digest of the tokens) and each question
 as a `QuestionRuns` record; the metrics are computed from those records only, so a run resumed from
-its raw results file (hdlib.benchlog) aggregates exactly like an uninterrupted one. The results are
+its raw results file (hdlib.bench.log) aggregates exactly like an uninterrupted one. The results are
 a `BenchResults` (each method's `Metrics` overall and per task); `to_json` writes the file
 `hdlib bench --out` holds and `from_json` reads one back.
 
-Tier letters in `hd:ORDER` are any known tier's (`hdlib.databases.register_tier`): `hd:CX` asks the
+Tier letters in `hd:ORDER` are any known tier's (`hdlib.databases.registry.register_tier`): `hd:CX` asks the
 context tier, then the tier whose letter is X.
 
 Metrics follow Spec-Bench: throughput per question = new tokens / wall time over its turns; speedup =

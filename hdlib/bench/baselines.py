@@ -19,10 +19,10 @@ from dataclasses import dataclass
 
 import torch
 
-from hdlib.decoding import check_prompt
-from hdlib.models import LoadedModel
-from hdlib.trace import cut_at_end
-from hdlib.verifier import synchronize
+from hdlib.engine.loop import check_prompt
+from hdlib.engine.trace import cut_at_end
+from hdlib.engine.verifier import synchronize
+from hdlib.models.loading import LoadedModel
 
 PROMPT_LOOKUP_TOKENS = 10  # Spec-Bench's setting for PLD
 

@@ -37,8 +37,8 @@ from typing import Any
 import torch
 from transformers import PreTrainedModel
 
-from hdlib.tree import DraftTree
-from hdlib.verifier import Verifier
+from hdlib.engine.tree import DraftTree
+from hdlib.engine.verifier import Verifier
 
 NEAR_TIE = "near-tie"
 DIVERGENCE = "divergence"

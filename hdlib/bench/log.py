@@ -20,8 +20,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from hdlib.bench.records import QuestionRuns
+from hdlib.bench.specbench import Question
 from hdlib.errors import HDError
-from hdlib.specbench import Question
 from hdlib.store import write_text_atomic
 
 

@@ -12,18 +12,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from itertools import permutations
 
-from hdlib.baselines import PROMPT_LOOKUP_TOKENS
+from hdlib.bench.baselines import PROMPT_LOOKUP_TOKENS
+from hdlib.bench.paper import PaperSettings
 from hdlib.bench.serving import VLLM_METHODS
-from hdlib.databases import make_tier, parse_tiers
+from hdlib.databases.registry import make_tier, parse_tiers
 from hdlib.errors import HDError
-from hdlib.paper import PaperSettings
 from hdlib.tiers import DEFAULT_TIERS, PAPER_TIERS, ContextSettings, ContextTier, Tier
 from hdlib.tiers.base import DraftTier
 from hdlib.tiers.peers import LOOKAHEAD, RECYCLING, RECYCLING_BRANCHES, REST, SUFFIX, SuffixSettings
-from hdlib.window import WindowSettings
+from hdlib.tiers.window import WindowSettings
 
 ALL_ORDERS = "hd:all-orders"
-PAPER = "hd-paper"  # the paper's HD as its authors ran it (hdlib.paper), with `+mend`, `+trie`
+PAPER = "hd-paper"  # the paper's HD as its authors ran it (hdlib.bench.paper), with `+mend`, `+trie`
 # The field's drafters alone, each at its published tree size unless `@N` says otherwise.
 PEERS: dict[str, tuple[Tier, int]] = {
     "recycling": (RECYCLING, sum(RECYCLING_BRANCHES.values())),  # Token Recycling's 80-node static tree
@@ -32,7 +32,7 @@ PEERS: dict[str, tuple[Tier, int]] = {
     "lookahead": (LOOKAHEAD, WindowSettings().guesses * WindowSettings().levels),  # G drafts of N - 1
 }
 # Switches after hd or hd:ORDER (before any @N), for ablations: the context tier fed by a Lookahead
-# window (hdlib.window); every tier asked at every step (hdlib.gate off); the order without the
+# window (hdlib.tiers.window); every tier asked at every step (hdlib.engine.gate off); the order without the
 # model's recycled guesses (the recycled tier left out: the paper's three databases).
 WINDOW, ASK_ALL, NO_RECYCLING = "+window", "+ask-all", "+no-recycling"
 HD_SWITCHES = (WINDOW, ASK_ALL, NO_RECYCLING)

@@ -15,7 +15,7 @@ the drafts laid side by side as chains and the longest accepted kept. Their defe
 - the n-gram ending at the newest token of each step's output never enters the context store.
 
 Their Lookahead (Jacobi) window, 7 columns of 4 levels, rides in every pass and feeds the context
-store (`hdlib.window`; Lookahead's mask and its harvest of one n-gram per column and pass).
+store (`hdlib.tiers.window`; Lookahead's mask and its harvest of one n-gram per column and pass).
 
 `trie` merges the drafts' shared prefixes, as hdlib's drafter does, instead of separate chains.
 Not reproduced: their model-database script's stop after 11 prompts (hdlib's database is built
@@ -28,15 +28,15 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from hdlib.databases import load_tier, opened
-from hdlib.drafter import Ask, Drafter, check_tokens
-from hdlib.modeldb import default_model_db_path
-from hdlib.models import LoadedModel
+from hdlib.databases.modeldb import default_model_db_path
+from hdlib.databases.registry import load_tier, opened
+from hdlib.engine.drafter import Ask, Drafter, check_tokens
+from hdlib.engine.trace import TierLookup
+from hdlib.engine.tree import DraftTree
+from hdlib.models.loading import LoadedModel
 from hdlib.tiers import DraftTier, ModelSettings, ModelTier, StatisticsSettings, StatisticsTier, Tier
 from hdlib.tiers.base import Draft
-from hdlib.trace import TierLookup
-from hdlib.tree import DraftTree
-from hdlib.window import LookaheadWindow, NGramPool, WindowSettings
+from hdlib.tiers.window import LookaheadWindow, NGramPool, WindowSettings
 
 
 @dataclass(frozen=True)
@@ -60,7 +60,7 @@ class PaperSettings:
 class PaperContextTier(DraftTier):
     """The authors' context store: after each token, the 4 tokens that followed it, at most `per_key`
     of them, most recently seen first; from the prompt, from the answer as it grows, and from the
-    n-grams of a Lookahead window of 7 columns and 4 levels riding in every pass (`hdlib.window`)."""
+    n-grams of a Lookahead window of 7 columns and 4 levels riding in every pass (`hdlib.tiers.window`)."""
 
     tier = Tier.CONTEXT
 

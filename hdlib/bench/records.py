@@ -10,10 +10,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from hdlib.baselines import HFGeneration
-from hdlib.divergence import Divergence
+from hdlib.bench.baselines import HFGeneration
+from hdlib.bench.divergence import Divergence
+from hdlib.engine.trace import Generation
 from hdlib.errors import HDError
-from hdlib.trace import Generation
 
 
 def _tier_counts(counts: Mapping[str, Any], kind: type) -> dict[str, Any]:
@@ -132,7 +132,7 @@ class Turn:
 
 @dataclass(frozen=True)
 class TurnDivergence:
-    """Where one turn of an hd method parts from `ar`'s, and `ar`'s logits there (`hdlib.divergence`)."""
+    """Where one turn of an hd method parts from `ar`'s, and `ar`'s logits there (`hdlib.bench.divergence`)."""
 
     question_id: int
     method: str
@@ -155,7 +155,8 @@ class QuestionRuns:
     task: str
     runs: dict[str, list[Turn]]  # method name -> one Turn per turn of the question
     divergences: list[TurnDivergence] = field(default_factory=list)  # the hd turns that part from `ar`'s
-    machine: dict[str, Any] | None = None  # `hdlib.cpu.describe_machine()` where it was answered; None: not recorded
+    # `hdlib.models.cpu.describe_machine()` where it was answered; None: not recorded
+    machine: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, object]:
         runs = {name: [t.to_json() for t in turns] for name, turns in self.runs.items()}
@@ -222,7 +223,7 @@ class BenchResults:
     model: str
     device: str
     dtype: str
-    machine: dict[str, Any]  # `hdlib.cpu.describe_machine()`: CPU model, flags, threads
+    machine: dict[str, Any]  # `hdlib.models.cpu.describe_machine()`: CPU model, flags, threads
     temperature: float
     max_new_tokens: int
     questions: int

@@ -6,7 +6,7 @@ from __future__ import annotations
 from hdlib import presentation
 from hdlib.bench.methods import Method
 from hdlib.bench.records import BenchResults, Results
-from hdlib.cpu import machine_label
+from hdlib.models.cpu import machine_label
 
 FAIRNESS_LIMIT = 0.05  # `ar` may be at most this much slower than `hf` to count as a fair baseline
 
@@ -83,7 +83,7 @@ def fairness_line(results: Results) -> str:
 def identical_line(results: Results) -> str:
     """Is every method's output `ar`'s? Greedy, or sampling by the Gumbel rule, an hd method's should
     be. Where one parts, the results say where and whether the model's choice there was a near-tie
-    (`hdlib.divergence`: the other token within max(1e-4, 2 eps(dtype) |best logit|) of `ar`'s best
+    (`hdlib.bench.divergence`: the other token within max(1e-4, 2 eps(dtype) |best logit|) of `ar`'s best
     logit there): in float32 a parting beyond that bound is a bug; in half precision the tree pass
     and the one-token pass round differently, and near-ties flip. Transformers' methods sample with
     random numbers of their own, and the rejection rule spends its own as the tree says: the same

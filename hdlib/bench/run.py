@@ -7,18 +7,18 @@ from collections.abc import Callable, Mapping, Sequence
 
 from tqdm.auto import tqdm
 
-from hdlib.baselines import hf_generate
+from hdlib.bench.baselines import hf_generate
+from hdlib.bench.divergence import explain, locate
 from hdlib.bench.methods import Method, parse_methods, with_own_tables
+from hdlib.bench.paper import paper_drafter
 from hdlib.bench.records import BenchResults, QuestionRuns, Turn, TurnDivergence, aggregate, split_by_machine
 from hdlib.bench.serving import VllmEngines
-from hdlib.cpu import describe_machine
+from hdlib.bench.specbench import Question
 from hdlib.decoding import generate
-from hdlib.divergence import explain, locate
+from hdlib.engine.sampling import SAMPLING_RULES
 from hdlib.errors import HDError
-from hdlib.models import LoadedModel
-from hdlib.paper import paper_drafter
-from hdlib.sampling import SAMPLING_RULES
-from hdlib.specbench import Question
+from hdlib.models.cpu import describe_machine
+from hdlib.models.loading import LoadedModel
 
 
 def answer_question(
@@ -74,7 +74,7 @@ def find_divergences(
 ) -> list[TurnDivergence]:
     """Every turn of an hd method (or a vLLM one) in `runs` whose answer parts from `ar`'s: the first
     differing token and, when `greedy`, `ar`'s logits there, recomputed in one forward pass in the
-    model's dtype (`hdlib.divergence.explain`; untimed: after the answers). A sampled parting is only
+    model's dtype (`hdlib.bench.divergence.explain`; untimed: after the answers). A sampled parting is only
     located."""
     found = []
     for method in methods:

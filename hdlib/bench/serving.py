@@ -30,9 +30,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hdlib.answerers import shut_down
+from hdlib.databases.answerers import shut_down
 from hdlib.errors import HDError
-from hdlib.models import LoadedModel
+from hdlib.models.loading import LoadedModel
 
 # method name -> vLLM's speculative_config (None: plain decoding)
 VLLM_METHODS: dict[str, dict[str, Any] | None] = {

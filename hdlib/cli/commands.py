@@ -33,10 +33,11 @@ def read_prompt(args: argparse.Namespace) -> str:
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
-    from hdlib.budget import FixedBudget
-    from hdlib.databases import parse_tiers
-    from hdlib.decoding import DecodeSettings, generate
-    from hdlib.models import dtype_name, load_model
+    from hdlib.databases.registry import parse_tiers
+    from hdlib.decoding import generate
+    from hdlib.engine.budget import FixedBudget
+    from hdlib.engine.loop import DecodeSettings
+    from hdlib.models.loading import dtype_name, load_model
 
     # Everything that can be checked without the model is checked first.
     tiers = parse_tiers(args.tiers)
@@ -125,9 +126,9 @@ def report_lines(hd, plain, dtype: str = "float32") -> list[str]:
 
 
 def cmd_warmup(args: argparse.Namespace) -> int:
-    from hdlib.databases import make_tier
-    from hdlib.forward_time import load_or_measure
-    from hdlib.models import dtype_name, load_model
+    from hdlib.databases.registry import make_tier
+    from hdlib.engine.forward_time import load_or_measure
+    from hdlib.models.loading import dtype_name, load_model
 
     lm = load_model(args.model, device=args.device, dtype=args.dtype)
     for tier in (Tier.MODEL, Tier.STATISTICS):  # the statistics database is built here on first use
@@ -144,7 +145,7 @@ def cmd_warmup(args: argparse.Namespace) -> int:
 
 def _answerer(args: argparse.Namespace):
     """The model (or only its tokenizer side) and who answers: None for transformers on the model."""
-    from hdlib.models import load_model, load_text
+    from hdlib.models.loading import load_model, load_text
 
     engine_args = dict(args.engine_arg)
     if args.server is not None and args.engine != "transformers":
@@ -152,12 +153,12 @@ def _answerer(args: argparse.Namespace):
     if engine_args and args.engine != "vllm":
         raise HDError("--engine-arg goes to vLLM's engine: add --engine vllm")
     if args.server is not None:
-        from hdlib.answerers import ServerAnswerer
+        from hdlib.databases.answerers import ServerAnswerer
 
         text = load_text(args.model)
         return text, ServerAnswerer(text, args.server, args.served_model, concurrency=args.concurrency)
     if args.engine == "vllm":
-        from hdlib.answerers import VllmAnswerer
+        from hdlib.databases.answerers import VllmAnswerer
 
         text = load_text(args.model)
         return text, VllmAnswerer(text, engine_args)
@@ -165,13 +166,13 @@ def _answerer(args: argparse.Namespace):
 
 
 def cmd_build_db(args: argparse.Namespace) -> int:
-    from hdlib.models import load_model
+    from hdlib.models.loading import load_model
 
     source = args.source
     if source != "sharegpt" and not Path(source).is_file():
         raise HDError(f"--source must be 'sharegpt' or an existing file, got {source!r}")
     if args.tier == "model":
-        from hdlib.modeldb import build_model_db, default_model_db_path
+        from hdlib.databases.modeldb import build_model_db, default_model_db_path
 
         lm, answerer = _answerer(args)
         try:
@@ -194,7 +195,7 @@ def cmd_build_db(args: argparse.Namespace) -> int:
             if answerer is not None:
                 answerer.close()
     else:
-        from hdlib.statsdb import build_statistics_db, default_statistics_path
+        from hdlib.databases.statsdb import build_statistics_db, default_statistics_path
 
         lm = load_model(args.model, device=args.device)
         path = build_statistics_db(lm, args.out or default_statistics_path(lm), source=source, limit=args.limit)
@@ -207,7 +208,7 @@ def cmd_build_db(args: argparse.Namespace) -> int:
 
 
 def cmd_db_info(args: argparse.Namespace) -> int:
-    from hdlib.databases import describe
+    from hdlib.databases.registry import describe
 
     print(describe(args.path, model=args.model))
     return 0
@@ -222,12 +223,12 @@ def _writable(path: Path, option: str) -> None:
 
 def cmd_bench(args: argparse.Namespace) -> int:
     from hdlib.bench import parse_methods, run_benchmark, summary
+    from hdlib.bench.log import ResultsLog, raw_path, run_settings
     from hdlib.bench.serving import has_vllm, second_pass, stop_on_terminate
-    from hdlib.benchlog import ResultsLog, raw_path, run_settings
-    from hdlib.cpu import describe_machine, machine_label
-    from hdlib.decoding import DecodeSettings
-    from hdlib.models import dtype_name, get_device, load_model, resolve_dtype
-    from hdlib.specbench import load_questions, per_task
+    from hdlib.bench.specbench import load_questions, per_task
+    from hdlib.engine.loop import DecodeSettings
+    from hdlib.models.cpu import describe_machine, machine_label
+    from hdlib.models.loading import dtype_name, get_device, load_model, resolve_dtype
     from hdlib.store import write_text_atomic
 
     # Everything that can be checked without the model is checked first.

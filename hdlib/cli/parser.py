@@ -7,12 +7,12 @@ import argparse
 import json
 from pathlib import Path
 
-from hdlib.cpu import DEFAULT_PREPACK, PREPACK_CHOICES
+from hdlib.bench.specbench import TASKS
+from hdlib.engine.sampling import SAMPLING_RULES
 from hdlib.errors import HDError
-from hdlib.models import DEFAULT_MODEL, DTYPE_CHOICES, PROMPT_FORMATS
+from hdlib.models.cpu import DEFAULT_PREPACK, PREPACK_CHOICES
+from hdlib.models.loading import DEFAULT_MODEL, DTYPE_CHOICES, PROMPT_FORMATS
 from hdlib.paths import data_dir
-from hdlib.sampling import SAMPLING_RULES
-from hdlib.specbench import TASKS
 from hdlib.tiers import DEFAULT_TIERS
 
 DEFAULT_QUESTIONS = data_dir() / "prompts" / "prompts.jsonl"
@@ -56,7 +56,7 @@ def _positive(text: str) -> int:
 
 
 def _task_list(text: str) -> list[str]:
-    """Comma-separated task names (checked, and put in Spec-Bench's order, by hdlib.specbench.per_task)."""
+    """Comma-separated task names (checked, and put in Spec-Bench's order, by hdlib.bench.specbench.per_task)."""
     names = [t.strip() for t in text.split(",") if t.strip()]
     if not names:
         raise argparse.ArgumentTypeError(f"no task named: choose from {', '.join(TASKS)}")

@@ -1,7 +1,7 @@
 """Who writes the model database's answers: transformers here, vLLM's offline engine, or a server.
 
 The model tier holds the phrases the target model writes, counted over its greedy answers to many
-prompts (`hdlib.modeldb`). The build prepares the prompts (the chat template applied, too long ones
+prompts (`hdlib.databases.modeldb`). The build prepares the prompts (the chat template applied, too long ones
 cut), cuts them into resumable shards and counts the n-grams; an `Answerer` only turns a shard's
 prompt ids into greedy answer ids, each cut before its first end token:
 
@@ -33,9 +33,9 @@ from typing import Any
 import torch
 from transformers import GenerationConfig
 
+from hdlib.engine.trace import cut_at_end
 from hdlib.errors import HDError
-from hdlib.models import LoadedModel, ModelText
-from hdlib.trace import cut_at_end
+from hdlib.models.loading import LoadedModel, ModelText
 
 Progress = Callable[[int], None]  # called with the number of prompts just answered
 

@@ -23,9 +23,9 @@ try:  # chat templates are jinja2 templates; their raise_exception(...) raises t
 except ImportError:  # no jinja2: transformers renders no template either
     TemplateError = ValueError  # type: ignore[misc,assignment]
 
+from hdlib.databases.sharegpt import ShareGPTReader
 from hdlib.errors import HDError
-from hdlib.sharegpt import ShareGPTReader
-from hdlib.suffix import MAX_TOKEN
+from hdlib.tiers.suffix import MAX_TOKEN
 
 ROLES = {"human": "user", "user": "user", "system": "system"}  # every other ShareGPT speaker answers
 

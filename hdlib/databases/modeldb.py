@@ -11,7 +11,7 @@ shard's file is named by its prompts. Run the same build again after a kill and 
 finished shards: a kill loses at most the shard in progress, and the result is the one an
 uninterrupted build gives. A build over more of the same prompts (a larger `limit`) reuses them too.
 
-Default prompts: the first human turns of ShareGPT's *train* split (see `hdlib.sharegpt`: the
+Default prompts: the first human turns of ShareGPT's *train* split (see `hdlib.databases.sharegpt`: the
 held-out split is reserved for evaluation and never used here), in file order.
 """
 
@@ -31,10 +31,10 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from hdlib import sharegpt
-from hdlib.answerers import Answerer, TransformersAnswerer
+from hdlib.databases import sharegpt
+from hdlib.databases.answerers import Answerer, TransformersAnswerer
 from hdlib.errors import HDError
-from hdlib.models import DEFAULT_MODEL, LoadedModel, ModelText
+from hdlib.models.loading import DEFAULT_MODEL, LoadedModel, ModelText
 from hdlib.paths import cache_dir, data_dir
 from hdlib.store import read_db, write_db
 from hdlib.tiers.base import Tier
@@ -187,7 +187,7 @@ def build_model_db(
 ) -> Path:
     """Answer the prompts with `lm`, count the n-grams of the answers, write the top K; the file's path.
 
-    `answerer`: who writes the answers (`hdlib.answerers`): by default transformers on `lm` (a
+    `answerer`: who writes the answers (`hdlib.databases.answerers`): by default transformers on `lm` (a
     `LoadedModel`), in batches of `batch_size`; else vLLM's engine or a server, for which `lm` may be
     the model's `ModelText` alone (`load_text`: tokenizer and configs, no weights).
 

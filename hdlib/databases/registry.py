@@ -29,11 +29,11 @@ from typing import TypeVar
 import numpy as np
 from transformers import PreTrainedTokenizerBase
 
-from hdlib.budget import FIXED_BUDGET
+from hdlib.databases.modeldb import default_model_db_path
+from hdlib.databases.statsdb import ensure_statistics_db
+from hdlib.engine.budget import FIXED_BUDGET
 from hdlib.errors import HDError
-from hdlib.modeldb import default_model_db_path
-from hdlib.models import LoadedModel, load_text
-from hdlib.statsdb import ensure_statistics_db
+from hdlib.models.loading import LoadedModel, load_text
 from hdlib.store import read_db, read_meta
 from hdlib.tiers import ContextTier, DraftTier, ModelTier, RecycledTier, StatisticsTier, Tier
 from hdlib.tiers.peers import (

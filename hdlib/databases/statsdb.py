@@ -1,6 +1,6 @@
 """The statistics database: a model's tokenizer over a corpus, its suffixes sorted, in one file.
 
-Built once per tokenizer, on first use (`ensure_statistics_db`, which `hdlib.databases.load_tier`
+Built once per tokenizer, on first use (`ensure_statistics_db`, which `hdlib.databases.registry.load_tier`
 calls) or by `hdlib build-db statistics`, and cached as an `hdlib.store` file that
 `hdlib.tiers.statistics.StatisticsTier.from_file` opens. The default corpus is the train split of
 the packaged ShareGPT file, each conversation written through the model's chat template.
@@ -16,13 +16,13 @@ from pathlib import Path
 
 import numpy as np
 
-from hdlib.corpus import Corpus, progress_bar
+from hdlib.databases.corpus import Corpus, progress_bar
 from hdlib.errors import HDError
-from hdlib.models import LoadedModel
+from hdlib.models.loading import LoadedModel
 from hdlib.paths import cache_dir
 from hdlib.store import read_meta, write_db
-from hdlib.suffix import build_suffix_array, join_documents
 from hdlib.tiers.base import Tier
+from hdlib.tiers.suffix import build_suffix_array, join_documents
 
 DEFAULT_DEPTH = 16  # suffixes are sorted by this many tokens: the longest key plus its continuation
 

@@ -3,10 +3,10 @@
 A step costs forward(1 + k) for k draft tokens. On a GPU that is nearly flat up to k ~ 64; on a CPU
 it grows at once (the numbers for the packaged model are in benchmarks/, `cpu_forward.py`), so how
 many drafts a step should verify depends on the hardware and on the text. forward(.) is measured
-once per model and device for 1..64 tokens and cached on disk (`hdlib.forward_time`); a policy only
+once per model and device for 1..64 tokens and cached on disk (`hdlib.engine.forward_time`); a policy only
 reads the profile (`ForwardProfile`), so it needs neither a model nor a pass of its own.
 
-`generate`'s default (budget None) is the value-ranked tree (`hdlib.value.ValueBudget`), which decides
+`generate`'s default (budget None) is the value-ranked tree (`hdlib.engine.value.ValueBudget`), which decides
 node by node; `FixedBudget` verifies every node the drafter drafted, up to its k.
 """
 
@@ -15,11 +15,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
+from hdlib.engine.trace import Step
+from hdlib.engine.tree import DraftTree
 from hdlib.errors import HDError
 from hdlib.tiers.base import DraftTier
 from hdlib.tiers.guesses import Successors
-from hdlib.trace import Step
-from hdlib.tree import DraftTree
 
 MAX_BUDGET = 64  # draft tokens the forward-time profile is measured for (1 + 64 tokens a pass)
 FIXED_BUDGET = 16  # draft tokens per step where a fixed budget is wanted and none is given (the notebooks' too)

@@ -22,7 +22,7 @@ context; the tree's slots may, by at most the tree's size), so a 4k-context mode
 8k slots. While a buffer (or the stack) grows the old and the new one are both alive for a moment.
 
 Layers are full-length everywhere, sliding-window layers included (`is_sliding` is False): the
-verifier applies the window through its own masks (see hdlib.verifier's docstring), and during the
+verifier applies the window through its own masks (see hdlib.engine.verifier's docstring), and during the
 prefill transformers builds the sliding mask from the full cache's sizes, as it does for a plain
 `DynamicCache()`. A cache that evicted keys would lose them before the engine knows which branch
 wins.
@@ -149,8 +149,8 @@ class TreeLayer(CacheLayerMixin):
 class LayerStack:
     """The buffers of layers of one shape in one tensor (L, 2, B, H, capacity, D), layer i's keys at
     [i, 0] and values at [i, 1], so compaction moves the slots of all of them in one gather and one
-    copy (two per layer otherwise: 120 small operations a step on a 30-layer model, 0.4 ms on a
-    CPU, and as many kernel launches on a GPU). It grows as a layer's buffers do, all layers at once;
+    copy (two per layer otherwise: a hundred small operations a step on a 30-layer model, and as
+    many kernel launches on a GPU). It grows as a layer's buffers do, all layers at once;
     while it grows the old and the new stack are both alive."""
 
     def __init__(self, layers: int, max_len: int | None = None) -> None:

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 import torch
 
-from hdlib.tree import DraftTree
+from hdlib.engine.tree import DraftTree
 
 
 def model_choices(
@@ -38,8 +38,8 @@ def model_choices(
 
 class SoftmaxBuffer:
     """A float32 (N, V) tensor for `model_choices`' softmax, kept from step to step and grown as
-    needed. On a CPU a fresh 12.8 MB tensor each step (65 x 49,152) is new pages each time: 0.6 ms
-    a step of page faults on the 2-core EPYC, more than a third of the softmax itself."""
+    needed. On a CPU a fresh tensor of rows x vocabulary each step is new pages each time, and their
+    page faults cost a large share of the softmax itself."""
 
     def __init__(self) -> None:
         self._flat: torch.Tensor | None = None
@@ -63,8 +63,7 @@ def top_tokens(logits: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor
     largest maxima (a block holding one of them has a maximum at least the k-th value, and at most k
     blocks can), so `topk` runs over the block maxima and then over those k blocks only. A row's
     maximum is one fast vectorised pass; `topk` and `argmax` over the whole vocabulary are each
-    several times slower on a CPU (SmolLM2, 49,152 tokens, 41 rows, 2 cores: amax 0.13 ms, topk 2.9
-    ms). Among equal values the order is unspecified, as with `topk` (see `settle_ties`).
+    several times slower on a CPU. Among equal values the order is unspecified, as with `topk` (see `settle_ties`).
     """
     n, v = logits.shape
     if v % TOP_BLOCK or v < 4 * k * TOP_BLOCK:

@@ -13,12 +13,12 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 
+from hdlib.engine.trace import TierLookup
+from hdlib.engine.tree import DraftTree
 from hdlib.errors import HDError
 from hdlib.tiers.base import DraftTier, ModelGuesses, Tier
 from hdlib.tiers.guesses import Successors
-from hdlib.trace import TierLookup
-from hdlib.tree import DraftTree
-from hdlib.window import LookaheadWindow
+from hdlib.tiers.window import LookaheadWindow
 
 Ask = Callable[[DraftTier, DraftTree, Sequence[int]], bool]  # (tier, the tree so far, context) -> ask it?
 

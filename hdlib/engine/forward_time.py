@@ -1,6 +1,6 @@
 """The forward-time profile of a model on this device: seconds of one pass over k = 1..64 new tokens.
 
-What the budget policies (`hdlib.budget`, `hdlib.value`) weigh drafts against. Measured once per
+What the budget policies (`hdlib.engine.budget`, `hdlib.engine.value`) weigh drafts against. Measured once per
 model, dtype, device (the GPU's or the CPU's name), torch and CUDA versions, thread count and
 prepacked layers (`profile_key`), through the `Verifier` the decoding loop uses, and cached on disk.
 Every k up to 16 is timed, then every fourth k, the k between interpolated (`measured_ks`).
@@ -21,14 +21,14 @@ import torch
 from tqdm.auto import tqdm
 from transformers import PreTrainedModel
 
-from hdlib.budget import MAX_BUDGET
-from hdlib.cpu import CALIBRATED_ROWS, describe_machine
+from hdlib.engine.budget import MAX_BUDGET
+from hdlib.engine.tree import DraftTree
+from hdlib.engine.verifier import Verifier
 from hdlib.errors import HDError
+from hdlib.models.cpu import CALIBRATED_ROWS, describe_machine
 from hdlib.paths import cache_dir
 from hdlib.store import write_text_atomic
 from hdlib.tiers.base import Tier
-from hdlib.tree import DraftTree
-from hdlib.verifier import Verifier
 
 
 def device_name(device: torch.device) -> str:
@@ -71,7 +71,8 @@ def profile_key(model: PreTrainedModel, context_len: int, max_k: int) -> str:
     """Identifies what forward time depends on: the model's architecture and size, its dtype, the
     device and its name, the torch and CUDA versions, the threads, the prepacked layers."""
     config = model.config.to_json_string(use_diff=False)
-    layers = sorted({type(m).__name__ for m in model.modules()})  # prepacked layers (hdlib.cpu) run at other speeds
+    # prepacked layers (hdlib.models.cpu) run at other speeds
+    layers = sorted({type(m).__name__ for m in model.modules()})
     parts = [config, str(model.dtype), str(model.device), device_name(model.device)]
     parts += [f"torch {torch.__version__}", f"cuda {torch.version.cuda or 'none'}"]
     parts += [str(torch.get_num_threads()), str(context_len), str(max_k), *layers]

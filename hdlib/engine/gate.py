@@ -1,7 +1,7 @@
 """The hierarchy: whether asking the next tier pays.
 
 HD asks its databases in order of temporal locality so that a slow database that seldom adds
-anything is seldom reached. The value-ranked tree (`hdlib.value`) could take candidates from every
+anything is seldom reached. The value-ranked tree (`hdlib.engine.value`) could take candidates from every
 tier at every step; the gate asks the tiers in their order and, before each tier after the first,
 weighs what that tier has added in steps like this one against what asking it costs:
 
@@ -30,8 +30,8 @@ from bisect import bisect_right
 from collections import Counter
 from dataclasses import dataclass
 
+from hdlib.engine.trace import Step
 from hdlib.tiers.base import Tier
-from hdlib.trace import Step
 
 EXPECTED_EDGES = (0.25, 0.5, 1.0, 2.0, 4.0)  # bands of the expected accepted tokens of the tree so far
 RETRY_SHORTEST, RETRY_LONGEST = 16, 256  # steps something left out waits before it is tried again

@@ -33,25 +33,23 @@ tried draft, then one final draw, so the n-th random number means something else
 the same seed gives another answer than plain sampling, and another again when the tree changes
 (the value-ranked tree weighs measured times and a prior that learns across runs).
 
-`reject_step` is the one rule the rejection sampler, the exact enumeration (`node_trials`,
-`outcome_distribution`) and the empirical check (`sample_outcomes`, `chi_square_p_value`) use;
-`shared_outcomes` draws one node's token as the Gumbel rule does. A notebook and the tests show with
-them, on fixed distributions and without a model, that both rules emit exactly the target
-distribution, and that a broken rule (`accept_every_draft`) does not.
+`reject_step` is the one step the rejection sampler takes at a candidate (`Sampler.reject_step`).
+The statistics that show, on fixed distributions and without a model, that both rules emit exactly
+the target distribution and that a broken rule does not, are the teaching module's
+(`hdlib.viz.sampling`): they drive this `Sampler` rather than walk a tree of their own.
 """
 
 from __future__ import annotations
 
 import secrets
-from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
+from hdlib.engine.tree import DraftTree
 from hdlib.errors import HDError
-from hdlib.tree import DraftTree
 
 
 @dataclass(frozen=True)
@@ -96,11 +94,10 @@ NUCLEUS_START = 256  # candidates a nucleus is first looked for among; 16 times 
 def nucleus(probs: torch.Tensor, top_p: float) -> torch.Tensor:
     """`probs` cut to the smallest set of most likely tokens holding `top_p`, renormalised.
 
-    Sorting the whole vocabulary for every visited node cost 6 ms at 49k tokens and 35-47 ms at
-    262k (benchmarks/engine_traps.py on the engine of 58234f9, before this; that result is in the
-    git history as benchmarks/engine_traps_before.json); the nucleus is usually small, so it is
-    looked for among the most likely few hundred first, among more only where they hold less than
-    `top_p`. A token is kept when the mass ranked before it is below `top_p` (the most likely
+    Sorting the whole vocabulary for every visited node costs milliseconds a node, and more the
+    larger the vocabulary (`benchmarks/engine_traps.py` measures it); the nucleus is usually small,
+    so it is looked for among the most likely few hundred first, among more only where they hold
+    less than `top_p`. A token is kept when the mass ranked before it is below `top_p` (the most likely
     always is).
     """
     vocab = probs.shape[-1]
@@ -169,6 +166,11 @@ class Sampler:
         self.rule = check_rule(rule)
         self.generator = torch.Generator().manual_seed(self.seed)  # the rejection rule's stream
 
+    def reject_step(self, residual: torch.Tensor, token: int) -> tuple[float, torch.Tensor]:
+        """The rejection rule's step at one candidate (`reject_step`); a teaching sampler swaps in a
+        broken rule here to show what a lossy one looks like (`hdlib.viz.sampling`)."""
+        return reject_step(residual, token)
+
     def _uniform(self) -> float:
         return float(torch.rand((), generator=self.generator, dtype=torch.float64))
 
@@ -226,7 +228,7 @@ class Sampler:
         while True:
             residual = distribution(path[-1])
             for child in tree.children(path[-1]):
-                accept, rest = reject_step(residual, tree.tokens[child])
+                accept, rest = self.reject_step(residual, tree.tokens[child])
                 if trials is not None:
                     trials[child] = accept
                 if self._uniform() < accept:
@@ -235,103 +237,3 @@ class Sampler:
                 residual = rest
             else:
                 return path, self.draw(residual)
-
-
-# Seeing the rule: one node, fixed probabilities, no model -------------------------------------
-
-Rule = Callable[[torch.Tensor, int], tuple[float, torch.Tensor]]
-
-
-def accept_every_draft(residual: torch.Tensor, token: int) -> tuple[float, torch.Tensor]:
-    """A broken rule, for negative controls: every draft accepted, whatever the model thinks of it."""
-    return 1.0, residual.clone()
-
-
-@dataclass(frozen=True)
-class Trial:
-    """One candidate tried at a node: the distribution it was tried against and what became of it."""
-
-    token: int
-    reach: float  # probability that the walk gets to try this candidate (all before it rejected)
-    accept: float  # probability it is accepted once tried: residual(token), the residual normalised
-    residual: torch.Tensor  # (V,) the normalised residual it was tried against
-
-
-def node_trials(
-    probs: torch.Tensor, candidates: Sequence[int], rule: Rule | None = None
-) -> tuple[list[Trial], torch.Tensor]:
-    """Each candidate of one node tried in order by `rule` (default `reject_step`) against `probs`
-    (V,), and the normalised residual the final draw takes when all are rejected."""
-    rule = rule or reject_step
-    trials, reach, residual = [], 1.0, probs.to(torch.float64)
-    for token in candidates:
-        accept, rest = rule(residual, token)
-        trials.append(Trial(int(token), reach, accept, residual / residual.sum()))
-        reach *= 1 - accept
-        if reach == 0:
-            break
-        residual = rest
-    return trials, residual / residual.sum()
-
-
-def outcome_distribution(probs: torch.Tensor, candidates: Sequence[int], rule: Rule | None = None) -> torch.Tensor:
-    """The exact distribution of the token one node emits (a candidate accepted, or the final draw)."""
-    trials, residual = node_trials(probs, candidates, rule)
-    out = torch.zeros_like(residual)
-    for t in trials:
-        out[t.token] += t.reach * t.accept
-    reach = trials[-1].reach * (1 - trials[-1].accept) if trials else 1.0
-    return out + reach * residual
-
-
-def sample_outcomes(
-    probs: torch.Tensor, candidates: Sequence[int], n: int, seed: int = 0, rule: Rule | None = None
-) -> Counter[int]:
-    """The token one node emits, drawn `n` times as the sampler draws it (a uniform per candidate
-    tried, then the final draw), counted."""
-    rule = rule or reject_step
-    generator = torch.Generator().manual_seed(seed)
-    base = probs.to(torch.float64)
-    counts: Counter[int] = Counter()
-    for _ in range(n):
-        residual, emitted = base, None
-        for token in candidates:
-            accept, rest = rule(residual, token)
-            if float(torch.rand((), generator=generator, dtype=torch.float64)) < accept:
-                emitted = int(token)
-                break
-            residual = rest
-        if emitted is None:
-            emitted = int(torch.multinomial(residual / residual.sum(), 1, generator=generator))
-        counts[emitted] += 1
-    return counts
-
-
-def shared_outcomes(probs: torch.Tensor, n: int, seed: int = 0) -> Counter[int]:
-    """The token one node emits under the Gumbel rule, at `n` positions of one seed, counted: each
-    position's noise is its own, so the draws are independent. The candidates play no part."""
-    base = probs.to(torch.float64)
-    return Counter(gumbel_token(base, position_noise(seed, position, base.shape[-1])) for position in range(n))
-
-
-def chi_square_p_value(counts: Counter, expected: dict) -> float:
-    """Pearson's test of `counts` against the probabilities `expected` (outcome -> p, summing to 1);
-    cells expecting fewer than 5 draws are pooled into one. An outcome of probability 0 drawn: 0."""
-    n = sum(counts.values())
-    if any(expected.get(k, 0.0) <= 0 for k in counts):
-        return 0.0
-    stat, pooled_o, pooled_e, cells = 0.0, 0, 0.0, 0
-    for outcome, p in expected.items():
-        e = n * p
-        if e < 5:
-            pooled_o, pooled_e = pooled_o + counts.get(outcome, 0), pooled_e + e
-            continue
-        stat += (counts.get(outcome, 0) - e) ** 2 / e
-        cells += 1
-    if pooled_e > 0:
-        stat += (pooled_o - pooled_e) ** 2 / pooled_e
-        cells += 1
-    if cells < 2:
-        return 1.0
-    dof = torch.tensor((cells - 1) / 2, dtype=torch.float64)
-    return float(torch.special.gammaincc(dof, torch.tensor(stat / 2, dtype=torch.float64)))

@@ -16,8 +16,8 @@ from dataclasses import dataclass, field, fields
 from enum import Enum
 
 from hdlib import presentation
+from hdlib.engine.tree import DraftTree
 from hdlib.tiers.base import BONUS, Tier
-from hdlib.tree import DraftTree
 
 
 @dataclass(frozen=True)
@@ -172,7 +172,7 @@ class Generation:
     pieces: list[str] = field(default_factory=list)  # the text of each token, when a tokenizer was at hand
     temperature: float = 0.0  # 0: greedy
     seed: int | None = None  # the sampler's seed (None when greedy): with the gumbel rule, it replays the answer
-    sampling_rule: str = ""  # how drafts were accepted when sampling (hdlib.sampling); "" when greedy
+    sampling_rule: str = ""  # how drafts were accepted when sampling (hdlib.engine.sampling); "" when greedy
 
     @property
     def tokens(self) -> list[int]:

@@ -11,7 +11,7 @@ added, so a parent always comes before its children and the order is the drafter
     ancestors        (N, N)      bool, node i may attend to node j (j is i or an ancestor of i)
 
 It is a pure function with an explicit device, so a notebook can draw the mask on the CPU. A
-Lookahead window (`hdlib.window`) rides in the same pass as M rows after the tree's N: they see the
+Lookahead window (`hdlib.tiers.window`) rides in the same pass as M rows after the tree's N: they see the
 root and each other as the window says, and no tree node sees them.
 """
 
@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from hdlib.tiers.base import Tier
-from hdlib.window import WindowRows
+from hdlib.tiers.window import WindowRows
 
 
 @dataclass

@@ -18,12 +18,12 @@ verifies the n that maximise E - r forward(1 + n) under the measured forward tim
 tokens per second the generation has been achieving (at the first step, E / forward(1 + n)): a
 token drafted is worth the time it costs only at the rate the rest of the text is made. n = 0 is
 a plain step. A lower tier's drafts thus enter only where they are expected to pay, and a lower
-tier is asked only where asking it is expected to pay for its lookup (`hdlib.gate`, the hierarchy):
+tier is asked only where asking it is expected to pay for its lookup (`hdlib.engine.gate`, the hierarchy):
 before each tier after the first, the gate weighs what the tier has added in steps whose tree so far
 was as likely as this one's against its lookup time, at the generation's rate. That rate, tokens per
 second, counts the forward time of the profile and the host time the steps measured.
 
-A Lookahead window (`hdlib.window`, an option of the context tier) adds its W (N - 1) tokens to a
+A Lookahead window (`hdlib.tiers.window`, an option of the context tier) adds its W (N - 1) tokens to a
 pass; forward(1 + n) becomes forward(1 + W (N - 1) + n) in the passes it rides in, and it rides only
 where the tokens its n-grams are accepted for, per pass, outweigh what its tokens cost at the rate r
 (`ValueBudget.run_window`). On a GPU, where forward time is flat, that is nearly every pass; on a
@@ -52,20 +52,20 @@ from pathlib import Path
 
 import numpy as np
 
+from hdlib.engine.forward_time import ForwardProfile
+from hdlib.engine.gate import RETRY_SHORTEST, Retry, TierGate
+from hdlib.engine.trace import Step
+from hdlib.engine.tree import DraftTree
 from hdlib.errors import HDError
-from hdlib.forward_time import ForwardProfile
-from hdlib.gate import RETRY_SHORTEST, Retry, TierGate
 from hdlib.paths import cache_dir
 from hdlib.store import write_text_atomic
 from hdlib.tiers.base import DraftTier, token_before_newest
 from hdlib.tiers.guesses import Successors
-from hdlib.trace import Step
-from hdlib.tree import DraftTree
-from hdlib.window import WINDOW_SOURCE
+from hdlib.tiers.window import WINDOW_SOURCE
 
 CANDIDATES = 16  # draft tokens each tier may propose per step, before the ranking keeps the best
 # A Lookahead window left out of this many passes rides in the next, to be measured anew; each time
-# it still does not pay, the wait doubles (`hdlib.gate.Retry`), as on a CPU it seldom pays.
+# it still does not pay, the wait doubles (`hdlib.engine.gate.Retry`), as on a CPU it seldom pays.
 WINDOW_EXPLORE = RETRY_SHORTEST
 DEFAULT_PRIOR = 0.3  # acceptance of a kind never seen, on any model: optimistic enough to be tried
 
@@ -313,7 +313,7 @@ class ValueBudget:
         return self._estimates
 
     def ask(self, tier: DraftTier, tree: DraftTree, context: Sequence[int]) -> bool:
-        """Whether asking `tier` pays, with `tree` drafted so far (`hdlib.gate`)."""
+        """Whether asking `tier` pays, with `tree` drafted so far (`hdlib.engine.gate`)."""
         if self.gate is None:
             return True
         expected = float(self._estimates_of(tree, context).path_probabilities()[1:].sum())

@@ -12,7 +12,7 @@ layers everywhere (hdlib's `TreeCache`, or a plain `DynamicCache()`): a sliding 
 keys before the engine knows which branch wins.
 
 The cache. `Verifier(model, cache="own")`, the default, keeps the keys and values in hdlib's
-`TreeCache` (hdlib.cache): preallocated per layer, a pass written in place, compaction in place;
+`TreeCache` (hdlib.engine.cache): preallocated per layer, a pass written in place, compaction in place;
 `cache="dynamic"` uses transformers' `DynamicCache`, which concatenates every layer on every pass.
 Both give the same logits, bit for bit (tests/test_cache.py); benchmarks/cache_speed.py compares
 their speed.
@@ -28,7 +28,7 @@ and every pass checks that the cache grew by exactly the tokens it was given.
 
 `Verifier` holds one generation's model side (its cache, mask layout and acceptance rule) and is
 the one place that waits for the device: the decoding loop and the forward-time measurement
-(`hdlib.forward_time`) both time passes through it.
+(`hdlib.engine.forward_time`) both time passes through it.
 """
 
 from __future__ import annotations
@@ -41,15 +41,16 @@ from typing import Literal
 
 import numpy as np
 import torch
-from transformers import DynamicCache, PretrainedConfig, PreTrainedModel
+from transformers import DynamicCache, PreTrainedModel
 from transformers.cache_utils import Cache
 
-from hdlib.cache import TreeCache
-from hdlib.choices import SoftmaxBuffer, greedy_path, model_choices, settle_ties
+from hdlib.engine.cache import TreeCache
+from hdlib.engine.choices import SoftmaxBuffer, greedy_path, model_choices, settle_ties
+from hdlib.engine.sampling import Sampler
+from hdlib.engine.tree import DraftTree, TreeBuffers, tree_buffers
 from hdlib.errors import HDError
-from hdlib.sampling import Sampler
-from hdlib.tree import DraftTree, TreeBuffers, tree_buffers
-from hdlib.window import WindowRows
+from hdlib.models.loading import context_length
+from hdlib.tiers.window import WindowRows
 
 
 @dataclass(frozen=True)
@@ -101,17 +102,6 @@ def layer_count(model: PreTrainedModel) -> int | None:
     config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
     n = getattr(config, "num_hidden_layers", None)
     return int(n) if n else None
-
-
-def context_length(model: PreTrainedModel | PretrainedConfig) -> int:
-    """The positions the model (or the model of this config) was trained for: the most tokens a text
-    may have."""
-    config = model if isinstance(model, PretrainedConfig) else model.config
-    text = config.get_text_config() if hasattr(config, "get_text_config") else config
-    n = getattr(text, "max_position_embeddings", None)
-    if not n:
-        raise HDError(f"{type(model).__name__}: its config gives no max_position_embeddings (the context length)")
-    return int(n)
 
 
 def cache_keyword(model: PreTrainedModel) -> str:

@@ -4,10 +4,9 @@ A verification pass over k tokens multiplies a (k, d) activation by every weight
 rows PyTorch's default CPU matmul changes kernels with k, and its cost jumps (on an AVX-512 Xeon, the
 SmolLM2 output layer, 49,152 x 576, costs the same for 1 to 3 rows and twice that for 4 to 8). oneDNN
 with the weight reordered once into its blocked layout (what `torch.compile`'s CPU freezing does)
-keeps the cost nearly flat in k. Which kernel wins depends on the processor and on k. Prepacking
-every layer took an AMD EPYC (Zen 5, AVX-512) from forward(1/4/16) = 40/47/65 ms (output layer only)
-to 28/28/37 ms and plain decoding from 16.4 to 24.5 tokens/s; on an AVX-512 Xeon it changed nothing
-beyond noise (each layer kept the default kernel where that was faster). So each prepacked layer
+keeps the cost nearly flat in k. Which kernel wins depends on the processor and on k: on one
+processor prepacking every layer makes each pass markedly cheaper, on another it changes nothing
+beyond noise (`benchmarks/cpu_forward.py` measures it on this machine). So each prepacked layer
 keeps both weights and runs, for each row count up to 16, the kernel that was faster when both were
 timed on this machine: once per layer shape, as layers of one shape run the same kernels (SmolLM2's
 211 layers have 6 shapes). The choices are kept in the cache (`kernels/`, one file per processor,

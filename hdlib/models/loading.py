@@ -23,16 +23,16 @@ from transformers import (
     AutoModelForCausalLM,
     AutoTokenizer,
     GenerationConfig,
+    PretrainedConfig,
     PreTrainedModel,
     PreTrainedTokenizerBase,
 )
 
-from hdlib.cpu import DEFAULT_PREPACK, PREPACK_CHOICES
-from hdlib.cpu import prepack as prepack_linears
 from hdlib.errors import HDError
-from hdlib.packaged import PACKAGED, packaged_folder
+from hdlib.models.cpu import DEFAULT_PREPACK, PREPACK_CHOICES
+from hdlib.models.cpu import prepack as prepack_linears
+from hdlib.models.packaged import PACKAGED, packaged_folder
 from hdlib.tiers.base import DraftTier, Tier
-from hdlib.verifier import context_length
 
 DEFAULT_MODEL = "smollm2-135m"
 
@@ -46,6 +46,17 @@ VICUNA_SYSTEM = (
 )
 # Turn-end tokens of common chat templates; one counts only where the model's template writes it.
 _CHAT_END_TOKENS = ("<|im_end|>", "<end_of_turn>", "<|eot_id|>", "<|end|>")
+
+
+def context_length(model: PreTrainedModel | PretrainedConfig) -> int:
+    """The positions the model (or the model of this config) was trained for: the most tokens a text
+    may have."""
+    config = model if isinstance(model, PretrainedConfig) else model.config
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    n = getattr(text, "max_position_embeddings", None)
+    if not n:
+        raise HDError(f"{type(model).__name__}: its config gives no max_position_embeddings (the context length)")
+    return int(n)
 
 
 def get_device(device: str | torch.device | None = None) -> torch.device:
@@ -227,8 +238,8 @@ class LoadedModel(ModelText):
 
     model: PreTrainedModel  # eval mode, on `device`
     device: torch.device
-    # The offline tiers opened for this model, so each file is read once: by Tier (hdlib.databases.
-    # load_tier), or by a key of their own where opened with other settings (`hdlib.databases.opened`).
+    # The offline tiers opened for this model, so each file is read once: by Tier (hdlib.databases.registry.
+    # load_tier), or by a key of their own where opened with other settings (`hdlib.databases.registry.opened`).
     databases: dict[Tier | str, DraftTier | tuple[DraftTier | None, ...]] = field(default_factory=dict, repr=False)
 
 
@@ -245,7 +256,7 @@ def load_model(
     torch dtype choose it; in half precision HD's output can part from plain decoding's at near-ties.
     The weights are loaded straight onto `device`, never whole into host memory first.
     `prepack`: on the CPU in float32, which linear layers get oneDNN's prepacked weights for a
-    cheaper forward pass ("all", the default; "head", the output layer only; "none"): see `hdlib.cpu`.
+    cheaper forward pass ("all", the default; "head", the output layer only; "none"): see `hdlib.models.cpu`.
     """
     if prepack not in PREPACK_CHOICES:
         raise HDError(f"prepack must be one of {', '.join(PREPACK_CHOICES)}, got {prepack!r}")

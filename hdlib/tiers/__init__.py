@@ -1,6 +1,6 @@
 """Draft databases ("tiers"): the interface, hdlib's four, and the order HD asks them in.
 
-Making a tier by name (and the registry of names and letters) is `hdlib.databases`' job: the
+Making a tier by name (and the registry of names and letters) is `hdlib.databases.registry`' job: the
 offline tiers need their database files.
 """
 

@@ -16,7 +16,7 @@ from typing import ClassVar
 
 from hdlib.errors import HDError
 from hdlib.tiers.guesses import ModelGuesses, Successors
-from hdlib.window import LookaheadWindow
+from hdlib.tiers.window import LookaheadWindow
 
 Draft = tuple[int, ...]
 

@@ -14,7 +14,7 @@ as the loop it is (after `a b c a b`, the key `a b` at the start continues `c a 
 just `c a b`); and drafts gather in a `DraftSet`, so none is a prefix of another.
 
 With `ContextSettings(window=WindowSettings())` the tier is also fed by a Lookahead window
-(`hdlib.window`): its rows ride in the verification passes (where the value-ranked tree finds they
+(`hdlib.tiers.window`): its rows ride in the verification passes (where the value-ranked tree finds they
 pay), and the n-grams it harvests are drafted after the text's own matches, by the newest token
 (their source "window").
 """
@@ -26,9 +26,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from hdlib.errors import HDError
-from hdlib.ngram import DraftSet, NGramIndex
 from hdlib.tiers.base import Draft, DraftRow, DraftTier, Proposal, Tier
-from hdlib.window import WINDOW_SOURCE, LookaheadWindow, WindowSettings
+from hdlib.tiers.ngram import DraftSet, NGramIndex
+from hdlib.tiers.window import WINDOW_SOURCE, LookaheadWindow, WindowSettings
 
 SHARE_WINDOW = 32  # recent occurrences of a key that its continuations' shares are counted over
 SCAN = 32  # the most recent occurrences of a key a lookup reads: a loop has thousands, all alike

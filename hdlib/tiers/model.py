@@ -1,6 +1,6 @@
 """The model tier: phrases the target model itself tends to produce.
 
-Built offline (see `hdlib.modeldb`) from the model's own greedy answers to many prompts: the n-grams
+Built offline (see `hdlib.databases.modeldb`) from the model's own greedy answers to many prompts: the n-grams
 found in the most answers, each with its document frequency. Every n-gram is indexed under each of
 its first 1..n-1 tokens as a key, its remaining tokens being the continuation; a key keeps its
 `per_key` most frequent continuations. A lookup takes the longest suffix of the context that is a
@@ -25,9 +25,9 @@ from typing import Any
 import numpy as np
 
 from hdlib.errors import HDError
-from hdlib.ngram import DraftSet, NGramIndex
 from hdlib.store import read_db
 from hdlib.tiers.base import Draft, DraftRow, DraftTier, Proposal, Tier
+from hdlib.tiers.ngram import DraftSet, NGramIndex
 
 Continuation = tuple[Draft, int]  # (tokens after the key, document frequency)
 
@@ -36,8 +36,8 @@ Continuation = tuple[Draft, int]  # (tokens after the key, document frequency)
 class ModelSettings:
     max_key: int | None = None  # longest suffix matched; None: n - 1, every key the n-grams have
     # The authors key on the last token alone. On a CPU a draft is not free, and a 1-token key matches
-    # at nearly every step: on SmolLM2-135M behind the context tier it raised the tokens per step a
-    # little and the CPU time much more than a 2-token key did (the measurement: commit 5037e59).
+    # at nearly every step: behind the context tier it adds a few accepted tokens and many more drafted
+    # ones, whose forward time costs more than those tokens save; a 2-token key drafts where it is right.
     min_key: int = 2
     per_key: int = 4  # continuations kept per key, most frequent first
 

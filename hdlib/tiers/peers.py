@@ -1,7 +1,7 @@
 """The field's database drafters as tiers, so that hdlib's engine verifies them and only the drafting
 differs: Token Recycling (Luo et al., 2024), REST (He et al., NAACL 2024), SuffixDecoding
 (Oliaro et al., NeurIPS 2025, with its authors' own engine) and Lookahead decoding (Fu et al., ICML
-2024: its Jacobi window is `hdlib.window`).
+2024: its Jacobi window is `hdlib.tiers.window`).
 
 Each is a `DraftTier` with a `Tier` of its own, so it runs alone as a bench method (`recycling`,
 `rest`, `suffix`, `lookahead`, at its published size) or in an HD order beside hdlib's tiers (`hd:CT`). The
@@ -18,7 +18,7 @@ from hdlib.errors import HDError
 from hdlib.tiers.base import Draft, DraftTier, ModelGuesses, Proposal, Tier
 from hdlib.tiers.guesses import Successors
 from hdlib.tiers.statistics import StatisticsSettings, StatisticsTier
-from hdlib.window import WINDOW_SOURCE, LookaheadWindow, WindowSettings
+from hdlib.tiers.window import WINDOW_SOURCE, LookaheadWindow, WindowSettings
 
 RECYCLING = Tier("recycling", "T", "#E69F00")  # Token Recycling: the model's own last top-8 successors
 REST = Tier("rest", "E", "#D55E00")  # REST: continuations of the longest suffix found in a corpus
@@ -198,7 +198,7 @@ class SuffixDecodingTier(DraftTier):
 
 
 class LookaheadTier(DraftTier):
-    """Lookahead decoding's drafts: the n-grams its Jacobi window (`hdlib.window`) harvested, found
+    """Lookahead decoding's drafts: the n-grams its Jacobi window (`hdlib.tiers.window`) harvested, found
     by the newest token, the most recent first: at most G drafts of N - 1 tokens (W = 7, N = 5, G = 7
     as Lookahead's defaults). The pool starts empty with each request, as in the authors' code, and
     only the window fills it (not the prompt, not the answer)."""

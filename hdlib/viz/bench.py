@@ -21,7 +21,7 @@ from hdlib.bench import (
     fairness_line,
     split_budget,
 )
-from hdlib.databases import find_tier, known_tiers
+from hdlib.databases.registry import find_tier, known_tiers
 from hdlib.store import write_text_atomic
 from hdlib.tiers import BONUS, DEFAULT_TIERS, Tier
 

@@ -8,7 +8,7 @@ that ratio is the break-even MAT of budget k. With the engine's own time t per s
 
 and where the forward time is flat in k (a GPU with a large model), speedup(k) = MAT(k) at best.
 `cost_points` reads a generation's own (drafted nodes, MAT); `cost_figure` draws both against the
-profile of this machine (`hdlib.forward_time.load_or_measure`).
+profile of this machine (`hdlib.engine.forward_time.load_or_measure`).
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from hdlib.forward_time import ForwardProfile
-from hdlib.trace import Generation
+from hdlib.engine.forward_time import ForwardProfile
+from hdlib.engine.trace import Generation
 from hdlib.viz.generation import RUN_COLORS
 
 

@@ -21,9 +21,9 @@ from functools import lru_cache
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from hdlib.models import LoadedModel
+from hdlib.engine.trace import Generation, TierStats
+from hdlib.models.loading import LoadedModel
 from hdlib.tiers.base import BONUS, Tier
-from hdlib.trace import Generation, TierStats
 
 TokenLabel = Callable[[int], str]
 ROOT_COLOR = "#000000"

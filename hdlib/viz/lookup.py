@@ -6,7 +6,7 @@ answers, `DraftTier.explain`: counts mean what the tier ranks by (the context ti
 draft occur in the text itself; the model tier: in how many of the model's answers the n-gram
 occurs; the statistics tier: how often the corpus continues the key so); a tier that counts
 nothing gives its drafts with its score, if any. `lookup_latency_figure` draws what
-`hdlib.databases.lookup_latency` measured (each tier's `lookup` over many contexts).
+`hdlib.databases.registry.lookup_latency` measured (each tier's `lookup` over many contexts).
 """
 
 from __future__ import annotations
@@ -17,10 +17,10 @@ from dataclasses import dataclass
 import numpy as np
 import plotly.graph_objects as go
 
-from hdlib.databases import lookup_latency  # noqa: F401  (re-exported: the figure's input)
-from hdlib.drafter import Drafter
+from hdlib.databases.registry import lookup_latency  # noqa: F401  (re-exported: the figure's input)
+from hdlib.engine.drafter import Drafter
+from hdlib.engine.tree import DraftTree
 from hdlib.tiers.base import DraftTier, Tier
-from hdlib.tree import DraftTree
 from hdlib.viz.generation import TokenLabel, bracket_label
 
 

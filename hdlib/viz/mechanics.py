@@ -8,7 +8,7 @@ figures show only its last `past_shown` entries, as the context every node may s
 A chain comes before a tree: `chain_tree` makes one (k new tokens after a cached prefix, as a
 prefill or a single draft), whose mask is the plain causal lower triangle; a tree's mask generalises
 it (each node sees its ancestors). `precision_runs` decodes one prompt by plain decoding and HD in
-each of several dtypes and says where (if anywhere) the two part, with `hdlib.divergence.explain`.
+each of several dtypes and says where (if anywhere) the two part, with `hdlib.bench.divergence.explain`.
 """
 
 from __future__ import annotations
@@ -20,14 +20,14 @@ from types import SimpleNamespace
 import plotly.graph_objects as go
 import torch
 
+from hdlib.bench.divergence import Divergence, dtype_name, explain
 from hdlib.decoding import generate
-from hdlib.divergence import Divergence, dtype_name, explain
+from hdlib.engine.trace import Generation, Step
+from hdlib.engine.tree import DraftTree, TreeBuffers, tree_buffers
+from hdlib.engine.verifier import compact_cache, tree_attention_mask
 from hdlib.errors import HDError
-from hdlib.models import LoadedModel
+from hdlib.models.loading import LoadedModel
 from hdlib.tiers import BONUS, Tier
-from hdlib.trace import Generation, Step
-from hdlib.tree import DraftTree, TreeBuffers, tree_buffers
-from hdlib.verifier import compact_cache, tree_attention_mask
 from hdlib.viz.generation import ROOT_COLOR, TokenLabel, bracket_label, hover_text, show, tier_name
 
 HIDDEN, VISIBLE = "#F2F2F2", "#3B6FB6"

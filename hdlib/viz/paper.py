@@ -29,8 +29,8 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from hdlib.bench import BenchResults, MethodResult, Results
-from hdlib.cpu import machine_label
-from hdlib.specbench import TASKS
+from hdlib.bench.specbench import TASKS
+from hdlib.models.cpu import machine_label
 from hdlib.viz.bench import METHOD_COLORS
 
 # Cho et al., "Lossless Acceleration of Large Language Models with Hierarchical Drafting based on
@@ -208,7 +208,7 @@ class TemperaturePoint:
     mat: float
     identical: float  # share of questions answered as plain sampling answered them, token for token
     source: str  # the results file, e.g. "epyc-avx2/sampling_rules.json"
-    machine: str  # `hdlib.cpu.machine_label`
+    machine: str  # `hdlib.models.cpu.machine_label`
     rule: str  # the sampling rule ("gumbel", "rejection"); "" where the file does not say
     date: str
     questions: int
@@ -370,7 +370,7 @@ CONTRASTS: tuple[Contrast, ...] = (
         "earlier tokens); the longest accepted chain is kept",
         "every tier's drafts merged into one trie rooted at the newest token (a shared prefix is verified "
         "once); the longest accepted path is kept",
-        "hdlib.tree.DraftTree, hdlib.drafter",
+        "hdlib.engine.tree.DraftTree, hdlib.engine.drafter",
     ),
     Contrast(
         "budget",
@@ -378,7 +378,7 @@ CONTRASTS: tuple[Contrast, ...] = (
         "auto (the default): the value-ranked tree verifies the nodes most likely to be accepted, as many "
         "as pay under the forward time measured on this machine, chosen each step; a fixed budget when "
         "asked (budget=16, @16)",
-        "hdlib.value.ValueBudget",
+        "hdlib.engine.value.ValueBudget",
     ),
     Contrast(
         "keys",
@@ -395,7 +395,7 @@ CONTRASTS: tuple[Contrast, ...] = (
         "the request's own n-grams, prompt and answer so far, each new one at once; the 4 most recent "
         "continuations per key, up to 10 tokens; a Lookahead window only with +window (every pass at a "
         "fixed budget; with the auto budget only where it pays)",
-        "hdlib.tiers.context, hdlib.window",
+        "hdlib.tiers.context, hdlib.tiers.window",
     ),
     Contrast(
         "model database",
@@ -403,13 +403,13 @@ CONTRASTS: tuple[Contrast, ...] = (
         "prompts (their script stops after 11 prompts)",
         "the top 5-grams by document frequency of the model's own greedy answers to ShareGPT prompts "
         "(the shipped one: 640 answers, 53,626 5-grams)",
-        "hdlib.modeldb, data/db/",
+        "hdlib.databases.modeldb, data/db/",
     ),
     Contrast(
         "statistics",
         "REST's datastore: a suffix array over UltraChat (about 12 GB)",
         "hdlib's numpy suffix array over ShareGPT's train split, chat-templated (27.4 M tokens)",
-        "hdlib.statsdb, hdlib.suffix",
+        "hdlib.databases.statsdb, hdlib.tiers.suffix",
     ),
     Contrast(
         "recycled guesses",
@@ -430,7 +430,7 @@ CONTRASTS: tuple[Contrast, ...] = (
         "at a fixed budget the same (a tier is asked only while the budget is not full); with the auto "
         "budget a gate asks a tier after the first only where its gain in steps like this one pays for "
         "its lookup time",
-        "hdlib.gate.TierGate",
+        "hdlib.engine.gate.TierGate",
     ),
     Contrast(
         "duplicates",
@@ -438,7 +438,7 @@ CONTRASTS: tuple[Contrast, ...] = (
         "gives its least frequent entries",
         "a node once in the trie, with every tier that drafted it; each tier's continuations most "
         "frequent (or most recent) first",
-        "hdlib.tree, hdlib.ngram.DraftSet",
+        "hdlib.engine.tree, hdlib.tiers.ngram.DraftSet",
     ),
     Contrast(
         "sampling (T > 0)",
@@ -447,7 +447,7 @@ CONTRASTS: tuple[Contrast, ...] = (
         "against a token sampled beforehand, a bias",
         "the Gumbel rule by default (for a seed, HD's answer is plain sampling's, token for token); "
         "recursive rejection sampling on request (the same distribution)",
-        "hdlib.sampling",
+        "hdlib.engine.sampling",
     ),
     Contrast(
         "the paper's way in hdlib",
@@ -455,7 +455,7 @@ CONTRASTS: tuple[Contrast, ...] = (
         "hdlib's databases, on hdlib's verifier; +mend mends the defects, +trie merges shared prefixes",
         "bench methods hd (all of the above), hd:CMS@28 (hdlib's tiers at the paper's budget), "
         "hd+no-recycling, hd+window",
-        "hdlib.paper, docs/peers.md",
+        "hdlib.bench.paper, docs/peers.md",
     ),
 )
 

@@ -1,10 +1,13 @@
 """Lossless sampling, seen at one node: the rule's trials, and thousands of draws against the truth.
 
-`trials_figure` draws what `hdlib.sampling.node_trials` computes: the model's distribution at a
-node, then, for each drafted child in turn, the residual it is tried against and its acceptance
-probability. `outcomes_figure` puts the tokens drawn by the rule (`sample_outcomes`) beside plain
-sampling's and the exact distribution, with the chi-square p-value; the same for a broken rule
-shows what a lossy rule looks like. No model is needed: the distribution is given.
+`trials_figure` draws what `node_trials` computes: the model's distribution at a node, then, for
+each drafted child in turn, the residual it is tried against and its acceptance probability
+(`outcome_distribution`: the exact distribution of the token emitted). `outcomes_figure` puts the
+tokens drawn by hdlib's `Sampler` (`sampler_outcomes`) beside plain sampling's and the exact
+distribution, with the chi-square p-value (`chi_square_p_value`); the same for a broken rule
+(`accept_every_draft`) shows what a lossy rule looks like. No model is needed: the distribution is
+given. The engine's `reject_step`, `gumbel_token` and `position_noise` are importable from here too,
+so that a notebook reads the rule and its statistics from one module.
 
 The textbook first, as notebook 06 teaches it, exactly on a small vocabulary:
 
@@ -15,9 +18,9 @@ The textbook first, as notebook 06 teaches it, exactly on a small vocabulary:
   (1 - a^(g+1)) / (1 - a) tokens per step on average; `chain_lengths` measures it with hdlib's
   `Sampler` walking a real chain;
 - deterministic drafts (q a point mass, `point_mass`): accept x with p(x), else draw from p with x
-  removed, which is `hdlib.sampling.reject_step`;
+  removed, which is `hdlib.engine.sampling.reject_step`;
 - several candidates (`candidates_output`, SpecInfer's rule): each tried in turn against a residual
-  updated after every rejection; for deterministic candidates, `hdlib.sampling.outcome_distribution`;
+  updated after every rejection; for deterministic candidates, `outcome_distribution`;
 - `sampler_outcomes`: the token one node emits, drawn by hdlib's `Sampler` itself (either rule; with
   no candidates it is plain sampling's draw, as `generate(..., tiers=())` makes it);
 - `coupling`: plain sampling and HD on one prompt and seed, side by side (the Gumbel rule: the same text).
@@ -26,21 +29,25 @@ The textbook first, as notebook 06 teaches it, exactly on a small vocabulary:
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import plotly.graph_objects as go
 import torch
 from plotly.subplots import make_subplots
 
+from hdlib.bench.divergence import first_divergence
 from hdlib.decoding import generate
-from hdlib.divergence import first_divergence
+from hdlib.engine.sampling import Sampler, Warp, reject_step
+
+# The engine's rule, read beside the statistics below from one module (notebook 06 does)
+from hdlib.engine.sampling import gumbel_token as gumbel_token
+from hdlib.engine.sampling import position_noise as position_noise
+from hdlib.engine.trace import Generation
+from hdlib.engine.tree import DraftTree
 from hdlib.errors import HDError
-from hdlib.models import LoadedModel
-from hdlib.sampling import Sampler, Trial, Warp, chi_square_p_value
+from hdlib.models.loading import LoadedModel
 from hdlib.tiers import BONUS
-from hdlib.trace import Generation
-from hdlib.tree import DraftTree
 from hdlib.viz.generation import ACCEPTED_COLOR, REJECTED_COLOR, RUN_COLORS, TokenLabel, bracket_label
 
 
@@ -122,6 +129,76 @@ def _grouped(fig: go.Figure, title: str, yaxis_title: str, height: int) -> go.Fi
         legend={"orientation": "h", "y": -0.2},
     )
     return fig
+
+
+# One node, fixed probabilities, no model: the rule's trials, exactly ------------------------------
+
+Rule = Callable[[torch.Tensor, int], tuple[float, torch.Tensor]]
+
+
+def accept_every_draft(residual: torch.Tensor, token: int) -> tuple[float, torch.Tensor]:
+    """A broken rule, for negative controls: every draft accepted, whatever the model thinks of it."""
+    return 1.0, residual.clone()
+
+
+@dataclass(frozen=True)
+class Trial:
+    """One candidate tried at a node: the distribution it was tried against and what became of it."""
+
+    token: int
+    reach: float  # probability that the walk gets to try this candidate (all before it rejected)
+    accept: float  # probability it is accepted once tried: residual(token), the residual normalised
+    residual: torch.Tensor  # (V,) the normalised residual it was tried against
+
+
+def node_trials(
+    probs: torch.Tensor, candidates: Sequence[int], rule: Rule | None = None
+) -> tuple[list[Trial], torch.Tensor]:
+    """Each candidate of one node tried in order by `rule` (default `reject_step`) against `probs`
+    (V,), and the normalised residual the final draw takes when all are rejected."""
+    rule = rule or reject_step
+    trials, reach, residual = [], 1.0, probs.to(torch.float64)
+    for token in candidates:
+        accept, rest = rule(residual, token)
+        trials.append(Trial(int(token), reach, accept, residual / residual.sum()))
+        reach *= 1 - accept
+        if reach == 0:
+            break
+        residual = rest
+    return trials, residual / residual.sum()
+
+
+def outcome_distribution(probs: torch.Tensor, candidates: Sequence[int], rule: Rule | None = None) -> torch.Tensor:
+    """The exact distribution of the token one node emits (a candidate accepted, or the final draw)."""
+    trials, residual = node_trials(probs, candidates, rule)
+    out = torch.zeros_like(residual)
+    for t in trials:
+        out[t.token] += t.reach * t.accept
+    reach = trials[-1].reach * (1 - trials[-1].accept) if trials else 1.0
+    return out + reach * residual
+
+
+def chi_square_p_value(counts: Counter, expected: dict) -> float:
+    """Pearson's test of `counts` against the probabilities `expected` (outcome -> p, summing to 1);
+    cells expecting fewer than 5 draws are pooled into one. An outcome of probability 0 drawn: 0."""
+    n = sum(counts.values())
+    if any(expected.get(k, 0.0) <= 0 for k in counts):
+        return 0.0
+    stat, pooled_o, pooled_e, cells = 0.0, 0, 0.0, 0
+    for outcome, p in expected.items():
+        e = n * p
+        if e < 5:
+            pooled_o, pooled_e = pooled_o + counts.get(outcome, 0), pooled_e + e
+            continue
+        stat += (counts.get(outcome, 0) - e) ** 2 / e
+        cells += 1
+    if pooled_e > 0:
+        stat += (pooled_o - pooled_e) ** 2 / pooled_e
+        cells += 1
+    if cells < 2:
+        return 1.0
+    dof = torch.tensor((cells - 1) / 2, dtype=torch.float64)
+    return float(torch.special.gammaincc(dof, torch.tensor(stat / 2, dtype=torch.float64)))
 
 
 # The textbook rule, exactly, on a small vocabulary -------------------------------------------
@@ -229,21 +306,34 @@ def chain_lengths(a: float, g: int, n: int, seed: int = 0, rule: str = "rejectio
 
 
 def sampler_outcomes(
-    probs: torch.Tensor, candidates: Sequence[int], n: int, seed: int = 0, rule: str = "gumbel"
+    probs: torch.Tensor, candidates: Sequence[int], n: int, seed: int = 0, rule: str | Rule = "gumbel"
 ) -> Counter[int]:
     """The token one node emits, drawn `n` times by hdlib's `Sampler` walking a tree whose root has
     `candidates` as children, counted. With no candidates under the Gumbel rule this is plain
-    sampling's draw (`generate(..., tiers=())`) at positions 0 to n - 1 of the seed."""
+    sampling's draw (`generate(..., tiers=())`) at positions 0 to n - 1 of the seed. `rule` is a
+    sampling rule's name, or a rejection step of one's own (`accept_every_draft`, a broken one) that
+    the sampler's rejection rule takes instead of `reject_step`."""
     tree = DraftTree(root=0)
     for token in candidates:
         tree.add([int(token)], BONUS, max_new=1, max_depth=1, merge=False)
     base = _distribution(probs)
-    sampler = Sampler(Warp(temperature=1.0), seed=seed, rule=rule)
+    sampler = Sampler(Warp(temperature=1.0), seed=seed, rule=rule) if isinstance(rule, str) else _Ruled(rule, seed)
     counts: Counter[int] = Counter()
     for i in range(n):
         path, last = sampler.walk(tree, lambda node: base, i)
         counts[tree.tokens[path[1]] if len(path) > 1 else last] += 1
     return counts
+
+
+class _Ruled(Sampler):
+    """The rejection rule's sampler with another step at each candidate."""
+
+    def __init__(self, step: Rule, seed: int) -> None:
+        super().__init__(Warp(temperature=1.0), seed=seed, rule="rejection")
+        self._step = step
+
+    def reject_step(self, residual: torch.Tensor, token: int) -> tuple[float, torch.Tensor]:
+        return self._step(residual, token)
 
 
 @dataclass(frozen=True)

@@ -9,9 +9,9 @@ from dataclasses import dataclass
 
 import plotly.graph_objects as go
 
+from hdlib.engine.trace import Step
+from hdlib.engine.tree import DraftTree
 from hdlib.tiers.base import BONUS, Tier
-from hdlib.trace import Step
-from hdlib.tree import DraftTree
 from hdlib.viz.generation import (
     ACCEPTED_COLOR,
     FONT,

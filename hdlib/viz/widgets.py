@@ -29,15 +29,15 @@ import plotly.graph_objects as go
 import plotly.io as pio
 
 from hdlib import presentation
-from hdlib.budget import FIXED_BUDGET
-from hdlib.databases import make_tier, parse_tiers
+from hdlib.bench.specbench import load_questions
+from hdlib.databases.registry import make_tier, parse_tiers
 from hdlib.decoding import generate
+from hdlib.engine.budget import FIXED_BUDGET
+from hdlib.engine.trace import Generation
 from hdlib.errors import HDError
-from hdlib.models import LoadedModel
+from hdlib.models.loading import LoadedModel
 from hdlib.paths import data_dir
-from hdlib.specbench import load_questions
 from hdlib.tiers import DEFAULT_TIERS, DraftTier, Tier
-from hdlib.trace import Generation
 from hdlib.viz.generation import (
     TokenLabel,
     tier_stats_html,

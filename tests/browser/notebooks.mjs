@@ -88,7 +88,7 @@ async function stepMechanics(nb) {
   await nb.addCell(
     [
       'from hdlib.tiers import Tier',
-      'from hdlib.tree import DraftTree',
+      'from hdlib.engine.tree import DraftTree',
       'quoted = DraftTree(root=0)',
       'quoted.add([1, 2], Tier.CONTEXT, 2, 2)',
       "viz.draft_tree_figure(quoted, {0: 'say', 1: '\"', 2: '<b>bold'}.get)",

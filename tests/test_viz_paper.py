@@ -10,13 +10,13 @@ from pathlib import Path
 import pytest
 
 from hdlib.bench import BenchResults, MethodResult, Metrics
-from hdlib.modeldb import DEFAULT_N, DEFAULT_TOP_K
-from hdlib.paper import PAPER_MODEL, PAPER_STATISTICS, PaperSettings
-from hdlib.specbench import TASKS
+from hdlib.bench.paper import PAPER_MODEL, PAPER_STATISTICS, PaperSettings
+from hdlib.bench.specbench import TASKS
+from hdlib.databases.modeldb import DEFAULT_N, DEFAULT_TOP_K
 from hdlib.tiers import DEFAULT_TIERS, PAPER_TIERS, ContextSettings, ModelSettings, StatisticsSettings, Tier
 from hdlib.tiers.recycling import WIDTH
+from hdlib.tiers.window import WindowSettings
 from hdlib.viz import paper
-from hdlib.window import WindowSettings
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
