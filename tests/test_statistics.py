@@ -1,97 +1,28 @@
-"""The suffix index and the statistics tier against brute force on small corpora, its database file,
-and losslessness with the tier in the engine."""
+"""The statistics tier (hdlib.tiers.statistics) against brute force on small corpora, its settings,
+and losslessness with the tier in the engine; the suffix array is tests/test_suffix.py's, the
+database file tests/test_statsdb.py's."""
 
 from __future__ import annotations
 
 import functools
-import json
 import statistics
 import time
 from collections import Counter
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tiny import VOCAB, tiny_llama, tiny_tokenizer
+from test_suffix import documents, occurrences
+from tiny import VOCAB, tiny_llama
 
-from hdlib.databases.statsdb import build_statistics_db, default_statistics_path, ensure_statistics_db
+from hdlib.databases.statsdb import default_statistics_path
 from hdlib.engine.budget import FixedBudget
 from hdlib.engine.drafter import Drafter
 from hdlib.engine.loop import DecodeSettings, run
 from hdlib.errors import HDError
-from hdlib.models.loading import tokenizer_fingerprint
-from hdlib.store import read_db, read_meta
 from hdlib.tiers.statistics import StatisticsSettings, StatisticsTier
-from hdlib.tiers.suffix import SEPARATOR, SuffixIndex, build_suffix_array, count_prefixes, join_documents
-
-documents = st.lists(st.lists(st.integers(0, 3), max_size=12), min_size=1, max_size=5)
-
-
-def occurrences(docs: list[list[int]], key: tuple[int, ...]) -> list[tuple[int, int]]:
-    """(document, position after the key) of every occurrence of `key`, by scanning."""
-    m = len(key)
-    return [(d, p + m) for d, doc in enumerate(docs) for p in range(len(doc) - m + 1) if tuple(doc[p : p + m]) == key]
-
-
-def sort_key(tokens: np.ndarray, i: int, depth: int | None) -> list[int]:
-    tail = [t if t >= 0 else 1 << 40 for t in tokens[i:].tolist()]  # a separator sorts after tokens
-    return tail if depth is None else tail[:depth]
-
-
-def split_documents(tokens: np.ndarray) -> list[list[int]]:
-    docs, doc = [], []
-    for t in tokens.tolist():
-        if t == SEPARATOR:
-            docs.append(doc)
-            doc = []
-        else:
-            doc.append(t)
-    return docs
-
-
-# Suffix array ----------------------------------------------------------------------------------
-
-
-@given(docs=documents, depth=st.sampled_from([None, 1, 2, 3, 5]))
-def test_suffix_array_sorts_like_sorted(docs, depth):
-    tokens = join_documents(docs)
-    sa = build_suffix_array(tokens, depth)
-    starts = [i for i in range(len(tokens)) if tokens[i] >= 0]
-    want = sorted(starts, key=lambda i: sort_key(tokens, i, depth))
-    assert sorted(sa.tolist()) == starts  # every token starts exactly one suffix; separators none
-    assert [sort_key(tokens, i, depth) for i in sa] == [sort_key(tokens, i, depth) for i in want]
-    if depth is None:
-        assert sa.tolist() == want
-
-
-@given(docs=documents, key=st.lists(st.integers(0, 4), min_size=1, max_size=4))
-def test_range_search_finds_every_occurrence(docs, key):
-    tokens = join_documents(docs)
-    index = SuffixIndex(tokens, build_suffix_array(tokens, 8), 8)
-    lo, hi = index.find(key)
-    found = sorted(index.suffixes[lo:hi].tolist())
-    scan = [i for i in range(len(tokens) - len(key) + 1) if tokens[i : i + len(key)].tolist() == key]
-    assert found == scan
-
-
-def test_keys_longer_than_the_sort_depth_are_refused():
-    tokens = join_documents([[1, 2, 3, 4]])
-    index = SuffixIndex(tokens, build_suffix_array(tokens, 2), 2)
-    with pytest.raises(HDError, match="sorted by at least 3"):
-        index.find([1, 2, 3])
-
-
-@given(rows=st.lists(st.lists(st.sampled_from([0, 1, 2, SEPARATOR]), min_size=3, max_size=3), min_size=1, max_size=12))
-def test_count_prefixes_counts_every_prefix_without_a_separator(rows):
-    rows = sorted(rows, key=lambda r: [t if t >= 0 else 9 for t in r])
-    got = count_prefixes(np.array(rows, np.int32))
-    nodes = Counter(tuple(got.rows[f, :d].tolist()) for f, d in zip(got.first, got.depth))
-    assert all(c == 1 for c in nodes.values())  # each node once
-    want = Counter(tuple(r[:d]) for r in rows for d in range(1, 4) if SEPARATOR not in r[:d])
-    assert {tuple(got.rows[f, :d].tolist()): int(c) for f, d, c in zip(got.first, got.depth, got.count)} == want
-
+from hdlib.tiers.suffix import SuffixIndex, build_suffix_array, join_documents
 
 # Lookup against brute force ---------------------------------------------------------------------
 
@@ -202,112 +133,6 @@ def test_settings_are_validated():
         StatisticsTier(
             SuffixIndex(tokens, build_suffix_array(tokens, 4), 4), StatisticsSettings(max_key=2, draft_len=3)
         )
-
-
-# The database file ------------------------------------------------------------------------------
-
-
-@functools.cache
-def tiny_lm() -> SimpleNamespace:
-    tokenizer = tiny_tokenizer()
-    return SimpleNamespace(tokenizer=tokenizer, name="tiny", fingerprint=tokenizer_fingerprint(tokenizer))
-
-
-@pytest.fixture
-def corpus_file(tmp_path):
-    rows = [
-        {"conversations": [{"from": "human", "value": "hello world"}, {"from": "gpt", "value": "how are you"}]},
-        {"text": "hello how are you world"},
-        {"conversations": [{"from": "human", "value": "how are you"}, {"from": "gpt", "value": "hello world"}]},
-    ]
-    path = tmp_path / "corpus.jsonl"
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    return path
-
-
-def test_database_written_then_read_back_drafts_the_same(tmp_path, corpus_file):
-    lm = tiny_lm()
-    path = build_statistics_db(lm, tmp_path / "s.npz", source=corpus_file, progress=False)
-    meta = read_meta(path)
-    assert meta["tier"] == "statistics" and meta["tokenizer"] == lm.fingerprint and meta["model"] == "tiny"
-    assert meta["n"] == 16 and meta["source"]["kind"] == "jsonl" and meta["source"]["chat_template"]
-    assert meta["counts"]["conversations"] == 2 and meta["counts"]["documents"] == 3
-    assert meta["build"]["seconds"] >= 0 and meta["build"]["peak_rss_mb"] > 0 and meta["format"] == "hdlib-db"
-    tok = lm.tokenizer
-    templated = tok.apply_chat_template(
-        [{"role": "user", "content": "hello world"}, {"role": "assistant", "content": "how are you"}], tokenize=False
-    )
-    docs = [tok(t, add_special_tokens=False)["input_ids"] for t in (templated, "hello how are you world")]
-    _, arrays = read_db(path)
-    assert arrays["tokens"].tolist()[: sum(len(d) + 1 for d in docs)] == join_documents(docs).tolist()
-    loaded = StatisticsTier.from_file(path, lm.fingerprint)
-    fresh = StatisticsTier.from_documents(split_documents(arrays["tokens"]))
-    for context in ([7], [9, 10], [5, 7, 8], tok("hello how", add_special_tokens=False)["input_ids"]):
-        assert loaded.search(context, 8) == fresh.search(context, 8)
-    # "how are" -> "you <|im_end|>" twice (the template ends turns), "you world" once: no statistic.
-    strict = StatisticsTier.from_file(path, lm.fingerprint, StatisticsSettings(min_count=2))
-    assert strict.lookup(tok("how are", add_special_tokens=False)["input_ids"], 2) == [(11, 4)]
-
-
-def test_a_text_file_is_one_document_a_line(tmp_path):
-    src = tmp_path / "corpus.txt"
-    src.write_text("hello world\n\nhow are you\n")
-    path = build_statistics_db(tiny_lm(), tmp_path / "s.npz", source=src, progress=False)
-    _, arrays = read_db(path)
-    assert arrays["tokens"].tolist() == [7, 8, SEPARATOR, 9, 10, 11, SEPARATOR]
-
-
-def test_another_tokenizer_is_refused(tmp_path, corpus_file):
-    path = build_statistics_db(tiny_lm(), tmp_path / "s.npz", source=corpus_file, progress=False)
-    with pytest.raises(HDError, match="another tokenizer"):
-        StatisticsTier.from_file(path, fingerprint="0123456789abcdef")
-
-
-@pytest.mark.parametrize("damage", ["truncate", "flip"])
-def test_a_damaged_file_is_refused(tmp_path, corpus_file, damage):
-    path = build_statistics_db(tiny_lm(), tmp_path / "s.npz", source=corpus_file, progress=False)
-    data = bytearray(path.read_bytes())
-    if damage == "truncate":
-        data = data[: len(data) * 2 // 3]
-    else:  # one bit inside the suffix array's data: only the CRC can tell
-        _, arrays = read_db(path)
-        at = bytes(data).find(arrays["suffixes"].tobytes())
-        data[at + 2] ^= 1
-    path.write_bytes(bytes(data))
-    with pytest.raises(HDError, match="truncated or corrupt"):
-        StatisticsTier.from_file(path, tiny_lm().fingerprint)
-
-
-def test_the_default_path_is_per_tokenizer(monkeypatch, tmp_path):
-    monkeypatch.setenv("HDLIB_CACHE", str(tmp_path))
-    assert default_statistics_path(tiny_lm()) == tmp_path / "db" / f"statistics-{tiny_lm().fingerprint}.npz"
-
-
-def test_ensure_builds_on_first_use_then_reuses_and_replaces_a_broken_file(monkeypatch, tmp_path, corpus_file):
-    import hdlib.databases.statsdb as module
-
-    monkeypatch.setenv("HDLIB_CACHE", str(tmp_path))
-    lm, path, built = tiny_lm(), default_statistics_path(tiny_lm()), []
-
-    def build(lm, out, progress=True):  # the tiny corpus instead of ShareGPT
-        built.append(out)
-        return build_statistics_db(lm, out, source=corpus_file, progress=False)
-
-    monkeypatch.setattr(module, "build_statistics_db", build)
-    assert ensure_statistics_db(lm) == path and built == [path]
-    assert ensure_statistics_db(lm) == path and len(built) == 1
-    path.write_bytes(b"not a database")
-    assert ensure_statistics_db(lm, progress=False) == path and len(built) == 2
-    assert StatisticsTier.from_file(path, lm.fingerprint).meta["model"] == "tiny"
-
-
-def test_empty_corpus_is_refused(tmp_path):
-    src = tmp_path / "empty.txt"
-    src.write_text("\n\n")
-    with pytest.raises(HDError, match="holds no text"):
-        build_statistics_db(tiny_lm(), tmp_path / "s.npz", source=src, progress=False)
-    with pytest.raises(HDError, match="no corpus at"):
-        build_statistics_db(tiny_lm(), tmp_path / "s.npz", source=tmp_path / "missing.txt", progress=False)
 
 
 # Lossless in the engine -------------------------------------------------------------------------

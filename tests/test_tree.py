@@ -11,7 +11,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 from tiny import VOCAB, tiny_gemma3, tiny_llama
 
-from hdlib.engine.choices import greedy_path
 from hdlib.engine.tree import DraftTree, ancestor_matrix, tree_buffers
 from hdlib.engine.verifier import AttentionLayout, compact_cache, new_cache, prefill, tree_logits
 from hdlib.tiers.base import Tier
@@ -70,10 +69,10 @@ def longest_matching_path(tree: DraftTree, predictions: list[int]) -> list[int]:
 
 
 @given(drafts_strategy, st.data())
-def test_greedy_path_is_the_longest_matching_path(drafts, data):
+def test_the_accepted_path_is_the_longest_matching_path(drafts, data):
     tree = build(drafts)
     predictions = data.draw(st.lists(st.integers(0, 5), min_size=len(tree), max_size=len(tree)))
-    assert greedy_path(tree, predictions) == longest_matching_path(tree, predictions)
+    assert tree.accepted_path(predictions) == longest_matching_path(tree, predictions)
 
 
 @pytest.mark.parametrize("build_model", [tiny_llama, tiny_gemma3])

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from hdlib.databases.modeldb import default_model_db_path
 from hdlib.databases.registry import load_tier, opened
@@ -95,6 +95,53 @@ class PaperContextTier(DraftTier):
         return self.store.get(context[-1])[: max(budget // self.settings.draft_len, 0)]
 
 
+@dataclass
+class ChainTree(DraftTree):
+    """Drafts laid side by side as chains, as verifiers without a trie lay them (the paper's HD):
+    each draft a chain of its own from the root, sharing nothing. Two chains may then give a node
+    two children with one token, twins: the first is the node's child by that token, the others are
+    kept here, by parent. Greedy decoding keeps the longest accepted chain, the first of equals."""
+
+    _twins: dict[int, list[int]] = field(default_factory=dict, repr=False)
+
+    def _shared(self, node: int, token: int) -> int | None:
+        return None  # a chain shares no prefix with the chains before it
+
+    def _link(self, parent: int, token: int, child: int) -> None:
+        if token in self._children[parent]:
+            self._twins.setdefault(parent, []).append(child)
+        else:
+            super()._link(parent, token, child)
+
+    @property
+    def has_twins(self) -> bool:
+        """Whether a node has two children with one token."""
+        return bool(self._twins)
+
+    def children_with(self, node: int, token: int) -> list[int]:
+        """Every child of `node` with this token, first added first."""
+        first = self.child(node, token)
+        if first is None:
+            return []
+        return [first, *(c for c in self._twins.get(node, ()) if self.tokens[c] == token)]
+
+    def children(self, node: int) -> list[int]:
+        kids = super().children(node)
+        return sorted(kids + self._twins[node]) if node in self._twins else kids
+
+    def accepted_path(self, choices: Sequence[int]) -> list[int]:
+        """The longest chain whose every draft token is the model's choice (the first of equals)."""
+        return self._longest_accepted(choices, 0)
+
+    def _longest_accepted(self, choices: Sequence[int], node: int) -> list[int]:
+        best = [node]
+        for child in self.children_with(node, choices[node]):
+            below = self._longest_accepted(choices, child)
+            if len(below) + 1 > len(best):
+                best = [node, *below]
+        return best
+
+
 class PaperDrafter(Drafter):
     """The authors' drafting: up to `max_drafts` drafts of `draft_len` tokens from the context store,
     the model database, then the statistics, as chains side by side (or merged, with `trie`)."""
@@ -122,7 +169,7 @@ class PaperDrafter(Drafter):
         """As `Drafter.draft`, the authors' way: `choose`'s drafts laid out in order (`per_tier` and
         `ask` aside: their tiers share one count of drafts, asked until it is reached)."""
         s = self.settings
-        tree = DraftTree(root=context[-1])
+        tree = DraftTree(root=context[-1]) if s.trie else ChainTree(root=context[-1])
         left = min(budget, s.budget)
         chosen, seconds = self.choose(context)
         added: dict[Tier, int] = dict.fromkeys(seconds, 0)
@@ -130,7 +177,7 @@ class PaperDrafter(Drafter):
             if left <= 0 or max_depth <= 0:
                 break
             before = len(tree)
-            new = tree.add(draft, tier.tier, left, max_depth, merge=s.trie)
+            new = tree.add(draft, tier.tier, left, max_depth)
             left, added[tier.tier] = left - new, added[tier.tier] + new
             if vocab_size is not None:
                 check_tokens(tier, tree.tokens[before:], vocab_size)

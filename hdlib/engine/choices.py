@@ -1,6 +1,6 @@
 """The model's choices after every node of a verified tree, from the pass's logits: its most likely
-tokens and their probabilities (`model_choices`), exact ties settled as the argmax settles them, and
-the greedy path they accept (`greedy_path`).
+tokens and their probabilities (`model_choices`), exact ties settled as the argmax settles them. The
+path greedy decoding accepts from them is the tree's own walk (`DraftTree.accepted_path`).
 
 One computation serves greedy acceptance, the step's records and the recycled guesses, so that all
 three name the same token. The probabilities need the softmax's normalizer over the whole
@@ -11,11 +11,8 @@ pass on a CPU, written into a buffer kept from step to step (`SoftmaxBuffer`).
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
 
 import torch
-
-from hdlib.engine.tree import DraftTree
 
 
 def model_choices(
@@ -92,25 +89,3 @@ def settle_ties(logits: torch.Tensor, indices: torch.Tensor) -> torch.Tensor:
     indices[rows, column] = torch.where(where.any(dim=-1), indices[:, 0], indices[rows, column])
     indices[:, 0] = choice
     return indices
-
-
-def greedy_path(tree: DraftTree, choices: Sequence[int]) -> list[int]:
-    """The accepted nodes, root first: from the root, the child whose token is the model's choice
-    after its parent, as long as there is one (a trie has at most one child per token, so this is
-    the longest root path whose every draft token is the model's choice). Drafts laid side by side
-    as chains may share a token: then the longest accepted chain wins (the first of equals)."""
-    if tree.has_twins:
-        return _longest_accepted(tree, choices, 0)
-    path = [0]
-    while (child := tree.child(path[-1], choices[path[-1]])) is not None:
-        path.append(child)
-    return path
-
-
-def _longest_accepted(tree: DraftTree, choices: Sequence[int], node: int) -> list[int]:
-    best = [node]
-    for child in tree.children_with(node, choices[node]):
-        below = _longest_accepted(tree, choices, child)
-        if len(below) + 1 > len(best):
-            best = [node, *below]
-    return best

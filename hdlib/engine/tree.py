@@ -41,9 +41,6 @@ class DraftTree:
     # The tiers (and parts) that proposed each node: the first one, then any other that drafted it too.
     proposers: list[set[tuple[Tier | None, str]]] = field(default_factory=list, repr=False)
     _children: list[dict[int, int]] = field(default_factory=list, repr=False)
-    # Drafts added as separate chains (`add(..., merge=False)`) may give a node two children with one
-    # token: the first is in `_children`, the others here, by parent.
-    _twins: dict[int, list[int]] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         if not self.tokens:
@@ -67,18 +64,16 @@ class DraftTree:
         key_length: int = 0,
         source: str = "",
         confidence: Sequence[float] = (),
-        merge: bool = True,
     ) -> int:
         """Insert a draft below the root; return how many new nodes it made.
 
         A prefix already in the trie is shared, and its nodes keep the tier that added them first
         (the higher tier). At most `max_new` nodes are added and no node goes deeper than
-        `max_depth`, so a draft may be cut. With `merge` False the draft is a chain of its own from
-        the root, sharing nothing, as verifiers without a trie lay drafts side by side.
+        `max_depth`, so a draft may be cut.
         """
         node, added = 0, 0
         for i, token in enumerate(draft[:max_depth]):
-            child = self._children[node].get(token) if merge else None
+            child = self._shared(node, token)
             if child is None:
                 if added == max_new:
                     break
@@ -112,32 +107,31 @@ class DraftTree:
             node, depth = self.parents[node], depth + 1
         return depth
 
-    def _link(self, parent: int, token: int, child: int) -> None:
-        if token in self._children[parent]:
-            self._twins.setdefault(parent, []).append(child)
-        else:
-            self._children[parent][token] = child
-
-    @property
-    def has_twins(self) -> bool:
-        """Whether a node has two children with one token (drafts added as separate chains)."""
-        return bool(self._twins)
-
-    def child(self, node: int, token: int) -> int | None:
-        """The child of `node` with this token (the first added, where chains gave it several)."""
+    def _shared(self, node: int, token: int) -> int | None:
+        """The node a draft's `token` after `node` goes to, where the tree has it already: a trie
+        shares every prefix."""
         return self._children[node].get(token)
 
-    def children_with(self, node: int, token: int) -> list[int]:
-        """Every child of `node` with this token, first added first: one at most in a trie."""
-        first = self._children[node].get(token)
-        if first is None:
-            return []
-        return [first, *(c for c in self._twins.get(node, ()) if self.tokens[c] == token)]
+    def _link(self, parent: int, token: int, child: int) -> None:
+        self._children[parent][token] = child
+
+    def child(self, node: int, token: int) -> int | None:
+        """The child of `node` with this token."""
+        return self._children[node].get(token)
 
     def children(self, node: int) -> list[int]:
         """The children of `node`, in the order they were added (the drafter's priority)."""
-        kids = list(self._children[node].values())
-        return sorted(kids + self._twins[node]) if node in self._twins else kids
+        return list(self._children[node].values())
+
+    def accepted_path(self, choices: Sequence[int]) -> list[int]:
+        """The nodes greedy decoding accepts, root first, given the model's choice after every node:
+        from the root, the child whose token is the model's choice after its parent, as long as
+        there is one (a trie has at most one child per token, so this is the longest root path whose
+        every draft token is the model's choice)."""
+        path = [0]
+        while (child := self.child(path[-1], choices[path[-1]])) is not None:
+            path.append(child)
+        return path
 
     def path_to(self, node: int) -> list[int]:
         """Node indices from the root to `node`, both included."""
@@ -169,10 +163,11 @@ class DraftTree:
         return [before_root, *(self.tokens[p] for p in self.parents[1:])]
 
     def subtree(self, keep: Sequence[int]) -> DraftTree:
-        """The trie of the nodes `keep` (closed under ancestors; the root is always kept), in node order."""
+        """The tree of the nodes `keep` (closed under ancestors; the root is always kept), in node
+        order, of this tree's kind."""
         kept = sorted(set(keep) | {0})
         new = {old: i for i, old in enumerate(kept)}
-        tree = DraftTree(root=self.root)
+        tree = type(self)(root=self.root)
         for old in kept[1:]:
             if self.parents[old] not in new:
                 raise ValueError(f"node {old} is kept without its parent {self.parents[old]}")

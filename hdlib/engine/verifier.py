@@ -45,7 +45,7 @@ from transformers import DynamicCache, PreTrainedModel
 from transformers.cache_utils import Cache
 
 from hdlib.engine.cache import TreeCache
-from hdlib.engine.choices import SoftmaxBuffer, greedy_path, model_choices, settle_ties
+from hdlib.engine.choices import SoftmaxBuffer, model_choices, settle_ties
 from hdlib.engine.sampling import Sampler
 from hdlib.engine.tree import DraftTree, TreeBuffers, tree_buffers
 from hdlib.errors import HDError
@@ -338,7 +338,7 @@ class Verifier:
 
         Greedy: the choices after every node and their probabilities come back in one read (token ids
         and float32 bit patterns in one int32 tensor; on a GPU every read waits for the device), and
-        the path is walked on the host from them (`greedy_path`). Sampling: the sampler's rule, which
+        the path is walked on the host from them (`DraftTree.accepted_path`). Sampling: the sampler's rule, which
         reads what it needs.
         """
         start = time.perf_counter()
@@ -347,7 +347,7 @@ class Verifier:
         trials: dict[int, float] = {}
         if self.sampler is None:
             guesses, guess_probs = self._read_choices(scored.logits, indices, probs, tied, k)
-            path = greedy_path(tree, [g[0] for g in guesses])
+            path = tree.accepted_path([g[0] for g in guesses])
             bonus = guesses[path[-1]][0]
         else:
             path, bonus = self.sampler.accept(tree, scored.logits, past_len, trials)

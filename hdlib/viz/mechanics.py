@@ -55,7 +55,7 @@ def chain_tree(tokens: Sequence[int], tier: Tier = BONUS) -> DraftTree:
     if not tokens:
         raise HDError("a chain needs at least one token")
     tree = DraftTree(root=int(tokens[0]))
-    tree.add([int(t) for t in tokens[1:]], tier, max_new=len(tokens), max_depth=len(tokens), merge=False)
+    tree.add([int(t) for t in tokens[1:]], tier, max_new=len(tokens), max_depth=len(tokens))
     return tree
 
 

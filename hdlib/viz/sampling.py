@@ -37,6 +37,7 @@ import torch
 from plotly.subplots import make_subplots
 
 from hdlib.bench.divergence import first_divergence
+from hdlib.bench.paper import ChainTree
 from hdlib.decoding import generate
 from hdlib.engine.sampling import Sampler, Warp, reject_step
 
@@ -313,9 +314,9 @@ def sampler_outcomes(
     sampling's draw (`generate(..., tiers=())`) at positions 0 to n - 1 of the seed. `rule` is a
     sampling rule's name, or a rejection step of one's own (`accept_every_draft`, a broken one) that
     the sampler's rejection rule takes instead of `reject_step`."""
-    tree = DraftTree(root=0)
+    tree = ChainTree(root=0)  # candidates side by side: a token given twice is tried twice
     for token in candidates:
-        tree.add([int(token)], BONUS, max_new=1, max_depth=1, merge=False)
+        tree.add([int(token)], BONUS, max_new=1, max_depth=1)
     base = _distribution(probs)
     sampler = Sampler(Warp(temperature=1.0), seed=seed, rule=rule) if isinstance(rule, str) else _Ruled(rule, seed)
     counts: Counter[int] = Counter()
