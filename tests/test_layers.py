@@ -22,6 +22,7 @@ PACKAGES = ("", "tiers", "models", "", "engine", "databases", "", "bench", "viz"
 LAYERS: list[tuple[str, ...]] = [
     ("errors", "paths"),  # no hdlib imports at all
     ("store",),  # database files: arrays and metadata, written atomically
+    ("tiers.rider",),  # the one hook for rows a tier rides in the pass
     ("tiers.window", "tiers.suffix", "tiers.ngram"),  # the Lookahead window; the indexes the tiers search
     ("tiers.guesses",),  # what the model said after each node, and the table that keeps it
     ("tiers.base",),  # the tier interface and the tiers' names

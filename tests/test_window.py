@@ -5,6 +5,7 @@ passes it rides in."""
 from __future__ import annotations
 
 import functools
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -99,7 +100,7 @@ def test_the_window_in_the_pass_sees_what_the_model_run_plainly_would_and_change
     level0 = window.levels[0]
     for i in range(3):  # the top level's token of column i, after level 0 up to i and its column above
         seen = [*prompt, *level0[: i + 1], window.levels[1][i], window.levels[2][i]]
-        assert scored.window_next[i] == plain_next(model, seen)
+        assert scored.rider_next[i] == plain_next(model, seen)
     both.compact(past, [0])  # the window's cache entries go with the rejected branches
     assert both.cache.get_seq_length() == past + 1
 
@@ -119,7 +120,7 @@ def test_lookahead_and_the_context_tier_with_a_window_equal_plain_greedy(prompt)
 
 
 def test_one_window_per_generation():
-    with pytest.raises(HDError, match="one Lookahead window per generation"):
+    with pytest.raises(HDError, match="one Lookahead window .one rider in the pass. per generation"):
         Drafter([LookaheadTier(), ContextTier(ContextSettings(window=WindowSettings()))])
 
 
@@ -135,15 +136,18 @@ def test_the_window_is_a_tier_and_an_option_of_the_hd_methods():
             parse_methods(bad)
 
 
+FULL = SimpleNamespace(size=28, source=WINDOW_SOURCE)  # a full window of 7 x 4 rows, as the policy sees it
+
+
 def steep_profile() -> ValueBudget:
     """A CPU-like policy: each token in a pass costs as much as the first."""
     return ValueBudget(flat_profile([0.01 * k for k in range(1, 65)]))
 
 
 def test_the_value_ranked_tree_lets_the_window_ride_where_it_pays_and_tries_it_again_later():
-    assert ValueBudget(flat_profile()).run_window(28)  # a GPU-like flat profile: always
+    assert ValueBudget(flat_profile()).run_rider(FULL)  # a GPU-like flat profile: always
     policy = steep_profile()
-    assert policy.run_window(28)  # the first pass: no rate yet, it is tried
+    assert policy.run_rider(FULL)  # the first pass: no rate yet, it is tried
     # Passes in which it rode and none of its n-grams were accepted, at a rate of 1 token a pass.
     tree = DraftTree(root=1)
     from hdlib.engine.trace import Step, StepTimes
@@ -155,7 +159,7 @@ def test_the_value_ranked_tree_lets_the_window_ride_where_it_pays_and_tries_it_a
         policy.observe(step(28))
     rides = []
     for _ in range(3 * WINDOW_EXPLORE + 2):
-        rides.append(policy.run_window(28))
+        rides.append(policy.run_rider(FULL))
         policy.observe(step(28 if rides[-1] else 0))
     # Left out, measured again, and while it does not pay, left out twice as long.
     assert [i for i, ride in enumerate(rides) if ride] == [WINDOW_EXPLORE, 3 * WINDOW_EXPLORE + 1]

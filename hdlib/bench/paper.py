@@ -67,7 +67,7 @@ class PaperContextTier(DraftTier):
     def __init__(self, settings: PaperSettings | None = None) -> None:
         self.settings = s = settings or PaperSettings()
         self.store = NGramPool(s.per_key)
-        self.window = LookaheadWindow(WindowSettings(ngram=s.ngram, guesses=s.per_key), pool=self.store)
+        self.window = self.rider = LookaheadWindow(WindowSettings(ngram=s.ngram, guesses=s.per_key), pool=self.store)
         self.text: list[int] = []
 
     def begin(self, prompt: Sequence[int]) -> None:

@@ -20,6 +20,7 @@ from hdlib.engine.tree import DraftTree
 from hdlib.errors import HDError
 from hdlib.tiers.base import DraftTier
 from hdlib.tiers.guesses import Successors
+from hdlib.tiers.rider import PassRider
 
 MAX_BUDGET = 64  # draft tokens the forward-time profile is measured for (1 + 64 tokens a pass)
 FIXED_BUDGET = 16  # draft tokens per step where a fixed budget is wanted and none is given (the notebooks' too)
@@ -47,9 +48,9 @@ class BudgetPolicy(Protocol):
 
     def observe(self, step: Step) -> None: ...
 
-    def run_window(self, size: int) -> bool:
-        """Whether the next pass carries a Lookahead window of `size` tokens (asked before `select`,
-        only in a generation with a window)."""
+    def run_rider(self, rider: PassRider) -> bool:
+        """Whether the next pass carries `rider`'s rows (a tier's Lookahead window; asked before
+        `select`, only in a generation with a rider)."""
         ...
 
     successors_wanted: int  # the model's most likely next tokens per verified node the policy reads
@@ -78,8 +79,8 @@ class _VerifyAll:
     def select(self, tree: DraftTree, context: Sequence[int] = ()) -> tuple[DraftTree, tuple[float, ...] | None]:
         return tree, None
 
-    def run_window(self, size: int) -> bool:
-        return True  # every pass, as Lookahead decoding runs it
+    def run_rider(self, rider: PassRider) -> bool:
+        return True  # every pass, as Lookahead decoding runs its window
 
     def finish(self) -> None:
         pass

@@ -18,7 +18,7 @@ from hdlib.engine.tree import DraftTree
 from hdlib.errors import HDError
 from hdlib.tiers.base import DraftTier, ModelGuesses, Tier
 from hdlib.tiers.guesses import Successors
-from hdlib.tiers.window import LookaheadWindow
+from hdlib.tiers.rider import PassRider
 
 Ask = Callable[[DraftTier, DraftTree, Sequence[int]], bool]  # (tier, the tree so far, context) -> ask it?
 
@@ -34,19 +34,19 @@ class Drafter:
                         f"each tier may appear once, and no two share a name or a letter: "
                         f"{tier.tier.name} ({tier.tier.letter}) and {other.tier.name} ({other.tier.letter})"
                     )
-        windows = [t for t in tiers if t.window is not None]
-        if len(windows) > 1:
+        riders = [t for t in tiers if t.rider is not None]
+        if len(riders) > 1:
             raise HDError(
-                "one Lookahead window per generation: "
-                + ", ".join(f"{t.tier.name} ({type(t).__name__})" for t in windows)
+                "one Lookahead window (one rider in the pass) per generation: "
+                + ", ".join(f"{t.tier.name} ({type(t).__name__})" for t in riders)
                 + " each have one"
             )
         self.tiers = list(tiers)
 
     @property
-    def window(self) -> LookaheadWindow | None:
-        """The Lookahead window one of the tiers is fed by, if any."""
-        return next((t.window for t in self.tiers if t.window is not None), None)
+    def rider(self) -> PassRider | None:
+        """The rows one of the tiers rides in the pass (its Lookahead window), if any."""
+        return next((t.rider for t in self.tiers if t.rider is not None), None)
 
     @property
     def order(self) -> list[Tier]:

@@ -30,7 +30,6 @@ from hdlib.errors import HDError
 from hdlib.models.loading import LoadedModel, context_length
 from hdlib.tiers import BONUS, ModelGuesses, Successors
 from hdlib.tiers.base import token_before_newest
-from hdlib.tiers.window import LookaheadWindow
 
 
 @dataclass(frozen=True)
@@ -142,7 +141,7 @@ class Decoder:
             drafter.use_guesses(guesses)
             policy.use_guesses(guesses)
         drafter.begin(tokens)
-        window = drafter.window
+        rider = drafter.rider
         generated = 0
         step: Step | None = None
         while generated < settings.max_new_tokens and len(tokens) < limit:
@@ -158,7 +157,7 @@ class Decoder:
             # Propose: the tiers draft a trie (the policy decides which are asked), the policy keeps
             # what is worth verifying.
             draft_tokens = policy.draft_budget(len(tokens))
-            ride = window is not None and policy.run_window(window.size)
+            ride = rider is not None and policy.run_rider(rider)
             clock.lap("policy")
             tree, lookups = (
                 drafter.draft(tokens, draft_tokens, max_depth, policy.per_tier, verifier.vocab_size, policy.ask)
@@ -167,8 +166,8 @@ class Decoder:
             )
             clock.lap("draft")
             tree, estimates = policy.select(tree, tokens)
-            # A Lookahead window rides along where the policy says it pays and the context has room.
-            rows = window.rows() if window is not None and ride and window_fits(window, tree, tokens, limit) else None
+            # A tier's rows (its Lookahead window) ride along where the policy says they pay and fit.
+            rows = rider.rows() if rider is not None and ride and rider.fits(past_len, len(tree), limit) else None
             clock.lap("policy")
 
             # Verify: one forward pass over the trie. Accept: the path the model agrees with.
@@ -191,7 +190,7 @@ class Decoder:
             generated += len(emitted)
             drafter.update(emitted)
             if rows is not None:
-                window.advance(scored.window_next)  # type: ignore[union-attr]  (rows come from the window)
+                rider.advance(scored.rider_next)  # type: ignore[union-attr]  (rows come from the rider)
             clock.lap("update")
             step = Step(
                 index=step.index + 1 if step is not None else 0,
@@ -215,12 +214,6 @@ class Decoder:
         if step is not None:
             policy.observe(step)
         policy.finish()
-
-
-def window_fits(window: LookaheadWindow, tree: DraftTree, tokens: Sequence[int], limit: int) -> bool:
-    """Whether the window's farthest position and the pass's cache entries stay within the context."""
-    past_len = len(tokens) - 1
-    return past_len + window.settings.reach < limit and past_len + len(tree) + window.size <= limit
 
 
 def decode(*args: Any, **kwargs: Any) -> Iterator[Step]:

@@ -91,7 +91,7 @@ class Step:
     choices: tuple[int, ...] | None = None
     choice_probs: tuple[float, ...] | None = None
     accept_probs: tuple[float | None, ...] | None = None
-    window: int = 0  # tokens of a Lookahead window that rode in the pass beside the tree
+    window: int = 0  # rows a tier's rider (its Lookahead window) put in the pass beside the tree
     lookups: tuple[TierLookup, ...] = ()  # the tiers asked, in the order asked (a skipped tier has none)
 
     def rejected(self) -> list[int]:

@@ -10,9 +10,9 @@ added, so a parent always comes before its children and the order is the drafter
     position_ids     (N,)        past_len + depth: siblings share a position
     ancestors        (N, N)      bool, node i may attend to node j (j is i or an ancestor of i)
 
-It is a pure function with an explicit device, so a notebook can draw the mask on the CPU. A
-Lookahead window (`hdlib.tiers.window`) rides in the same pass as M rows after the tree's N: they see the
-root and each other as the window says, and no tree node sees them.
+It is a pure function with an explicit device, so a notebook can draw the mask on the CPU. A tier's
+rider (`hdlib.tiers.rider`: the Lookahead window) rides in the same pass as M rows after the tree's
+N: they see the root and each other as the rider says, and no tree node sees them.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from hdlib.tiers.base import Tier
-from hdlib.tiers.window import WindowRows
+from hdlib.tiers.rider import RiderRows
 
 
 @dataclass
@@ -203,24 +203,24 @@ def ancestor_matrix(parents: Sequence[int]) -> np.ndarray:
 
 
 def tree_buffers(
-    tree: DraftTree, past_len: int, device: torch.device | str, window: WindowRows | None = None
+    tree: DraftTree, past_len: int, device: torch.device | str, rider: RiderRows | None = None
 ) -> TreeBuffers:
-    """The trie's tensors on `device` (with `window`'s rows after the tree's), built on the host and
+    """The trie's tensors on `device` (with a rider's rows after the tree's), built on the host and
     copied in one transfer (pinned and asynchronous on CUDA): the three are views of one int64 buffer
     there."""
     n = len(tree)
-    m = len(window) if window is not None else 0
+    m = len(rider) if rider is not None else 0
     rows = n + m
     packed = np.zeros(2 * rows + rows * rows, dtype=np.int64)
     packed[:n] = tree.tokens
     packed[rows : rows + n] = np.asarray(tree.depths, dtype=np.int64) + past_len
     ancestors = packed[2 * rows :].reshape(rows, rows)
     ancestors[:n, :n] = ancestor_matrix(tree.parents)
-    if window is not None:
-        packed[n:rows] = window.tokens
-        packed[rows + n : 2 * rows] = np.asarray(window.offsets, dtype=np.int64) + past_len
+    if rider is not None:
+        packed[n:rows] = rider.tokens
+        packed[rows + n : 2 * rows] = np.asarray(rider.offsets, dtype=np.int64) + past_len
         ancestors[n:, 0] = 1  # the root
-        ancestors[n:, n:] = window.sees
+        ancestors[n:, n:] = rider.sees
     host = torch.from_numpy(packed)
     device = torch.device(device)
     if device.type == "cuda":

@@ -23,11 +23,11 @@ before each tier after the first, the gate weighs what the tier has added in ste
 was as likely as this one's against its lookup time, at the generation's rate. That rate, tokens per
 second, counts the forward time of the profile and the host time the steps measured.
 
-A Lookahead window (`hdlib.tiers.window`, an option of the context tier) adds its W (N - 1) tokens to a
-pass; forward(1 + n) becomes forward(1 + W (N - 1) + n) in the passes it rides in, and it rides only
-where the tokens its n-grams are accepted for, per pass, outweigh what its tokens cost at the rate r
-(`ValueBudget.run_window`). On a GPU, where forward time is flat, that is nearly every pass; on a
-CPU, seldom.
+A Lookahead window (`hdlib.tiers.window`, an option of the context tier; to the engine a rider,
+`hdlib.tiers.rider`) adds its W (N - 1) tokens to a pass; forward(1 + n) becomes forward(1 + W (N - 1)
++ n) in the passes it rides in, and it rides only where the tokens its n-grams are accepted for, per
+pass, outweigh what its tokens cost at the rate r (`ValueBudget.run_rider`). On a GPU, where forward
+time is flat, that is nearly every pass; on a CPU, seldom.
 
 Estimates are counts with exponential decay (recent steps weigh more: a copying phase and a free
 phase differ), shrunk level by level toward a coarser kind: (tier, part, confidence band, opinion
@@ -61,7 +61,7 @@ from hdlib.paths import cache_dir
 from hdlib.store import write_text_atomic
 from hdlib.tiers.base import DraftTier, token_before_newest
 from hdlib.tiers.guesses import Successors
-from hdlib.tiers.window import WINDOW_SOURCE
+from hdlib.tiers.rider import PassRider
 
 CANDIDATES = 16  # draft tokens each tier may propose per step, before the ranking keeps the best
 # A Lookahead window left out of this many passes rides in the next, to be measured anew; each time
@@ -288,10 +288,11 @@ class ValueBudget:
         self._tokens, self._seconds = 0.0, 0.0  # decayed sums over the steps: emitted tokens, their time
         self._estimates: TreeEstimates | None = None  # of the tree being drafted
         self._selected: tuple[DraftTree | None, list[tuple[Hashable, ...]]] = (None, [])  # the tree and its kinds
-        # A Lookahead window's worth, decayed like the counts: the draft tokens its n-grams were
-        # accepted for, and the passes it rode in (one token per pass at first: it is tried).
+        # A rider's worth (a Lookahead window's), decayed like the counts: the draft tokens its rows
+        # were accepted for, and the passes it rode in (one token per pass at first: it is tried).
         self._window_tokens, self._window_passes = 1.0, 1.0
-        self._window = 0  # the window's tokens in the pass being chosen (0: none)
+        self._window = 0  # the rider's rows in the pass being chosen (0: none)
+        self._window_source: str | None = None  # the part of its tier that drafts what it found
         self._window_retry = Retry()
         self._last_n = 0  # draft tokens the last pass verified
 
@@ -319,12 +320,13 @@ class ValueBudget:
         expected = float(self._estimates_of(tree, context).path_probabilities()[1:].sum())
         return self.gate.asks(tier.tier, expected, self._rate())
 
-    def run_window(self, size: int) -> bool:
-        """Whether a Lookahead window of `size` tokens pays in the next pass: the draft tokens its
-        n-grams have been accepted for, per pass it rode in, against the tokens the generation's rate
-        would make in the time `size` more tokens add to a pass of the last one's size. A window
-        left out of WINDOW_EXPLORE passes rides in the next, so its worth is measured again (and
-        waits twice as long the next time, while it does not pay)."""
+    def run_rider(self, rider: PassRider) -> bool:
+        """Whether `rider`'s rows (a Lookahead window's) pay in the next pass: the draft tokens they
+        have been accepted for, per pass they rode in, against the tokens the generation's rate would
+        make in the time `rider.size` more tokens add to a pass of the last one's size. A rider left
+        out of WINDOW_EXPLORE passes rides in the next, so its worth is measured again (and waits
+        twice as long the next time, while it does not pay)."""
+        size, self._window_source = rider.size, rider.source
         rate = self._rate()
         n = self._last_n
         extra_s = float(self.profile.forward_s(1 + n + size) - self.profile.forward_s(1 + n))
@@ -361,7 +363,7 @@ class ValueBudget:
         self._tokens = decay * self._tokens + len(step.tokens)
         forward = float(self.profile.forward_s(1 + n + step.window))
         self._seconds = decay * self._seconds + forward + step.times.overhead
-        harvested = sum(tree.sources[node] == WINDOW_SOURCE for node in step.accepted_nodes[1:])
+        harvested = sum(tree.sources[node] == self._window_source for node in step.accepted_nodes[1:])
         self._window_tokens = decay * self._window_tokens + harvested
         self._window_passes = decay * self._window_passes + (step.window > 0)
         self._window_retry.record(step.window > 0)

@@ -50,7 +50,7 @@ from hdlib.engine.sampling import Sampler
 from hdlib.engine.tree import DraftTree, TreeBuffers, tree_buffers
 from hdlib.errors import HDError
 from hdlib.models.loading import context_length
-from hdlib.tiers.window import WindowRows
+from hdlib.tiers.rider import RiderRows
 
 
 @dataclass(frozen=True)
@@ -233,11 +233,11 @@ def synchronize(device: torch.device) -> None:
 class Scored:
     """One forward pass over a draft tree: its tensors, the (N, V) logits, and the seconds it took."""
 
-    buffers: TreeBuffers  # the tree's rows, then the Lookahead window's, if one rode in the pass
+    buffers: TreeBuffers  # the tree's rows, then a rider's (the Lookahead window's), if one rode in the pass
     logits: torch.Tensor  # the tree's rows only
     tree_s: float  # the tree's tensors, built on the host and copied once
     forward_s: float  # the forward pass (masks included), the device waited for
-    window_next: tuple[int, ...] = ()  # the model's next token after each of the window's top-level tokens
+    rider_next: tuple[int, ...] = ()  # the model's next token after each of the rider's top rows
 
 
 @dataclass(frozen=True)
@@ -314,22 +314,23 @@ class Verifier:
         return [ids[r : r + k] for r in rows], [floats[r : r + k] for r in rows]
 
     @torch.inference_mode()
-    def verify(self, tree: DraftTree, past_len: int, window: WindowRows | None = None) -> Scored:
-        """One forward pass over `tree` after `past_len` cached tokens, with a Lookahead `window`'s
-        rows after the tree's when given (its next tokens read at once: the pass is waited for
-        anyway). The cache then holds the whole pass: `compact` keeps what `accept` accepted."""
+    def verify(self, tree: DraftTree, past_len: int, rider: RiderRows | None = None) -> Scored:
+        """One forward pass over `tree` after `past_len` cached tokens, with a rider's rows (the
+        Lookahead window's, `hdlib.tiers.rider`) after the tree's when given (its next tokens read at
+        once: the pass is waited for anyway). The cache then holds the whole pass: `compact` keeps
+        what `accept` accepted."""
         start = time.perf_counter()
-        buffers = tree_buffers(tree, past_len, self.device, window)
+        buffers = tree_buffers(tree, past_len, self.device, rider)
         built = time.perf_counter()
         logits = tree_logits(self.model, self.layout, buffers, self.cache, past_len)
-        window_next: tuple[int, ...] = ()
+        rider_next: tuple[int, ...] = ()
         n = len(tree)
-        if window is not None:
-            top = logits[len(logits) - window.width :]
-            window_next = tuple(top.argmax(dim=-1).tolist())
+        if rider is not None:
+            top = logits[len(logits) - rider.width :]
+            rider_next = tuple(top.argmax(dim=-1).tolist())
             logits = logits[:n]
         self.sync()
-        return Scored(buffers, logits, built - start, time.perf_counter() - built, window_next)
+        return Scored(buffers, logits, built - start, time.perf_counter() - built, rider_next)
 
     @torch.inference_mode()
     def accept(self, tree: DraftTree, scored: Scored, past_len: int, successors: int = 0) -> Acceptance:

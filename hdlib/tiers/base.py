@@ -16,7 +16,7 @@ from typing import ClassVar
 
 from hdlib.errors import HDError
 from hdlib.tiers.guesses import ModelGuesses, Successors
-from hdlib.tiers.window import LookaheadWindow
+from hdlib.tiers.rider import PassRider
 
 Draft = tuple[int, ...]
 
@@ -128,7 +128,8 @@ class DraftTier(ABC):
         """The generation's table of the model's guesses, which the engine fills after every pass
         (a tier that keeps a table of its own, across requests say, ignores it)."""
 
-    # A tier fed by a Lookahead window sets this (and begins it in `begin`): the engine then puts
-    # the window's rows in the passes where it pays and hands it the model's next tokens
-    # (`LookaheadWindow.advance`); the n-grams land in the window's pool, which the tier reads.
-    window: LookaheadWindow | None = None
+    # The one hook for a tier's own work in the model's pass (`hdlib.tiers.rider`): a tier fed by a
+    # Lookahead window sets it to the window (and begins it in `begin`); the engine then puts the
+    # rows in the passes where they pay and hands it the model's next tokens (`advance`). The
+    # n-grams land in the window's pool, which the tier reads.
+    rider: PassRider | None = None

@@ -57,6 +57,7 @@ class ContextTier(DraftTier):
         self._tokens: list[int] = []
         self._index: NGramIndex[int] = NGramIndex(self.settings.max_key, self.settings.min_key)
         self.window = LookaheadWindow(self.settings.window) if self.settings.window is not None else None
+        self.rider = self.window
 
     def begin(self, prompt: Sequence[int]) -> None:
         s = self.settings

@@ -207,7 +207,7 @@ class LookaheadTier(DraftTier):
 
     def __init__(self, settings: WindowSettings | None = None) -> None:
         self.settings = settings or WindowSettings()
-        self.window = LookaheadWindow(self.settings)
+        self.window = self.rider = LookaheadWindow(self.settings)
 
     def begin(self, prompt: Sequence[int]) -> None:
         self.window.begin(prompt)

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from hdlib.errors import HDError
+from hdlib.tiers.rider import RiderRows
 
 Gram = tuple[int, ...]
 WINDOW_SOURCE = "window"  # the source of a draft that a window harvested (in a tier of several parts)
@@ -90,26 +91,15 @@ class NGramPool:
         return sum(len(c) for c in self._pool.values())
 
 
-@dataclass(frozen=True)
-class WindowRows:
-    """The window's part of one pass: its tokens level by level (level 0's W first), their positions
-    past the root's, and which of them each sees (besides the cache and the root, which all see)."""
-
-    tokens: list[int]
-    offsets: list[int]  # position - past_len: the root stands at 0
-    sees: np.ndarray  # (M, M) bool
-    width: int  # W: the last W rows are the top level, whose next tokens move the window on
-
-    def __len__(self) -> int:
-        return len(self.tokens)
-
-
 class LookaheadWindow:
     """One request's Jacobi window; the n-grams it harvests go into `pool`.
 
     `begin` seeds level 0 with tokens of the prompt (drawn with `seed`, so a run replays), `rows` is
-    its part of the next pass, `advance` takes the model's next token after each top-level token.
+    its part of the next pass, `advance` takes the model's next token after each top-level token: a
+    `PassRider` (`hdlib.tiers.rider`), the engine's one hook for rows in a pass.
     """
+
+    source = WINDOW_SOURCE
 
     def __init__(self, settings: WindowSettings | None = None, pool: NGramPool | None = None, seed: int = 0) -> None:
         self.settings = settings or WindowSettings()
@@ -132,13 +122,17 @@ class LookaheadWindow:
         """Tokens the window adds to the next pass."""
         return self.settings.width * len(self.levels)
 
-    def rows(self) -> WindowRows:
+    def fits(self, past_len: int, tree_size: int, limit: int) -> bool:
+        """Whether the window's farthest position and the pass's cache entries stay within the context."""
+        return past_len + self.settings.reach < limit and past_len + tree_size + self.size <= limit
+
+    def rows(self) -> RiderRows:
         if not self.levels:
             raise HDError("the Lookahead window has not begun: call begin(prompt) first")
         width = self.settings.width
         tokens = [t for level in self.levels for t in level]
         offsets = [1 + i + level for level in range(len(self.levels)) for i in range(width)]
-        return WindowRows(tokens, offsets, window_mask(width, len(self.levels)), width)
+        return RiderRows(tokens, offsets, window_mask(width, len(self.levels)), width)
 
     def advance(self, next_tokens: Sequence[int]) -> list[Gram]:
         """The model's next token after each top-level token (W of them): fill a level, or harvest

@@ -1,0 +1,53 @@
+"""The one hook through which a tier does work of its own in the model's verification pass.
+
+A tier may carry a `PassRider`: rows that ride in the pass after the draft tree's. The engine asks
+the budget policy whether they pay (`BudgetPolicy.run_rider`), puts `rows()` in the pass where they
+`fit` in the context, and hands the rider the model's next token after each of its top rows
+(`advance`); the policy credits the rider with the accepted drafts whose part of their tier is the
+rider's `source`. The tree's nodes never see a rider's rows and the rows see only the tree's root,
+so what the model says of the drafts is what it would say without them: lossless, whatever a rider
+holds. hdlib's rider is the Lookahead window (`hdlib.tiers.window`); the engine knows only this
+interface.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class RiderRows:
+    """A rider's part of one pass: its tokens, their positions past the root's, and which of them
+    each sees (besides the KV cache and the root, which all of them see)."""
+
+    tokens: list[int]
+    offsets: list[int]  # position - past_len: the root stands at 0
+    sees: np.ndarray  # (M, M) bool
+    width: int  # the last `width` rows are the top ones, whose next tokens `advance` takes
+
+    def __len__(self) -> int:
+        return len(self.tokens)
+
+
+class PassRider(Protocol):
+    source: str  # the part of its tier that drafts what the rider found (`DraftRow.source`)
+
+    @property
+    def size(self) -> int:
+        """Rows the rider adds to the next pass."""
+        ...
+
+    def fits(self, past_len: int, tree_size: int, limit: int) -> bool:
+        """Whether its rows, after a tree of `tree_size` nodes and `past_len` cached tokens, stay
+        within a context of `limit` positions."""
+        ...
+
+    def rows(self) -> RiderRows: ...
+
+    def advance(self, next_tokens: Sequence[int]) -> object:
+        """The model's next token after each of the pass's top `width` rows."""
+        ...
