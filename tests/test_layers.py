@@ -17,7 +17,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "hdlib"
 
 # The packages from the bottom up: the folder tree is the architecture. A package's modules stand
 # together in LAYERS, in this order, so that a package imports only the packages below it.
-PACKAGES = ("", "tiers", "models", "", "engine", "databases", "", "bench", "viz", "cli", "")
+PACKAGES = ("", "tiers", "models", "", "engine", "databases", "", "bench", "serving", "viz", "cli", "")
 
 LAYERS: list[tuple[str, ...]] = [
     ("errors", "paths"),  # no hdlib imports at all
@@ -56,6 +56,8 @@ LAYERS: list[tuple[str, ...]] = [
     ("bench.run", "bench.reports", "bench.ranking"),  # answering; the printed report; against the paper
     ("bench",),
     ("bench.log",),  # the raw results file, for --resume
+    ("serving.proposer",),  # HD as vLLM's speculative proposer
+    ("serving",),
     ("viz.generation",),
     ("viz.tree", "viz.mechanics", "viz.lookup", "viz.bench", "viz.cost", "viz.sampling"),
     ("viz.paper",),

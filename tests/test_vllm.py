@@ -24,6 +24,7 @@ import numpy as np
 import pytest
 
 from hdlib.cli import main
+from hdlib.databases.statsdb import ensure_statistics_db
 from hdlib.models.loading import DEFAULT_MODEL, load_text
 from hdlib.store import read_db
 
@@ -145,22 +146,82 @@ def test_vllm_serve_builds_the_database_through_the_server(vllm_python, transfor
 
 def test_the_vllm_methods_run_in_a_second_pass_identical_to_ar(vllm_python, tmp_path, monkeypatch):
     """`hdlib bench` here with vLLM's methods: hdlib's methods in this run, then the same command in
-    .venv-vllm with `ar` and vLLM's (ar side by side there), every answer identical to ar's."""
+    .venv-vllm with `ar` and vLLM's (ar side by side there), every answer identical to ar's; among
+    them `vllm-hd`, hdlib's tiers as vLLM's proposer."""
     questions = tmp_path / "q.jsonl"
     asked = {"summarization": "Repeat this line five times: the cat sat on the mat.", "qa": "Count from 1 to 20."}
     rows = [{"question_id": i, "category": task, "turns": [text]} for i, (task, text) in enumerate(asked.items(), 1)]
     questions.write_text("".join(json.dumps(r) + "\n" for r in rows))
     out = tmp_path / "r.json"
     monkeypatch.setenv("VLLM_CPU_KVCACHE_SPACE", "1")
+    ensure_statistics_db(load_text(DEFAULT_MODEL), progress=False)  # vllm-hd's statistics tier, built here
     code = main(["bench", "--questions", str(questions), "--max-new-tokens", "32", "--methods",
-                 "hd:C,vllm,vllm-ngram,vllm-suffix", "--out", str(out)])  # fmt: skip
+                 "hd:C,vllm,vllm-ngram,vllm-suffix,vllm-hd", "--out", str(out)])  # fmt: skip
     assert code == 0
     assert list(json.loads(out.read_text())["methods"]) == ["ar", "hd:C"]
     served = json.loads((tmp_path / "r-vllm.json").read_text())
-    assert list(served["methods"]) == ["ar", "vllm", "vllm-ngram", "vllm-suffix"]
-    assert "--methods vllm,vllm-ngram,vllm-suffix" in served["command"]
+    assert list(served["methods"]) == ["ar", "vllm", "vllm-ngram", "vllm-suffix", "vllm-hd"]
+    assert "--methods vllm,vllm-ngram,vllm-suffix,vllm-hd" in served["command"]
     for name, result in served["methods"].items():
         assert result["overall"]["identical_frac"] == 1.0, name
     # The speculative engines accepted drafts where the answer repeats the question; plain vLLM, none.
     assert served["methods"]["vllm"]["overall"]["mat"] == 1.0
-    assert all(served["methods"][n]["tasks"]["summarization"]["mat"] > 1.5 for n in ("vllm-ngram", "vllm-suffix"))
+    speculative = ("vllm-ngram", "vllm-suffix", "vllm-hd")
+    assert all(served["methods"][n]["tasks"]["summarization"]["mat"] > 1.5 for n in speculative)
+
+
+def test_hd_as_vllms_proposer_answers_a_batch_as_plain_decoding_does(vllm_python, tmp_path):
+    """Five prompts in flight together on vLLM's CPU engine, greedy: with hdlib's tiers as its
+    proposer (`hdlib.serving.proposer.HDProposer`) every answer is vLLM's plain one, and drafts were
+    accepted (the prompts ask for repetition)."""
+    text = load_text(DEFAULT_MODEL)
+    ensure_statistics_db(text, progress=False)
+    got = {}
+    for kind in ("plain", "hd"):
+        out = tmp_path / f"{kind}.json"
+        run = subprocess.run(
+            [str(vllm_python), str(ROOT / "tests" / "vllm_batch.py"), text.source, str(out), kind],
+            env=ENV, capture_output=True, text=True, timeout=900,
+        )  # fmt: skip
+        assert run.returncode == 0, run.stderr[-3000:]
+        got[kind] = json.loads(out.read_text())
+    assert len(got["hd"]["answers"]) == 5
+    assert got["hd"]["answers"] == got["plain"]["answers"]
+    assert got["hd"]["accepted"] > 0
+
+
+# What hdlib's proposer expects of vLLM's runner (hdlib.serving.proposer.HDProposer.propose).
+PROPOSE_ARGS = ["sampled_token_ids", "self.input_batch.num_tokens_no_spec", "self.input_batch.token_ids_cpu"]
+
+
+def custom_class_call(source: str) -> tuple[list[str], list[str]]:
+    """The arguments and keywords of the runner's `propose` call in its `custom_class` branch."""
+    import ast
+
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.If) and "custom_class" in ast.unparse(node.test):
+            for call in ast.walk(ast.Module(body=node.body, type_ignores=[])):
+                if isinstance(call, ast.Call) and getattr(call.func, "attr", None) == "propose":
+                    return [ast.unparse(a) for a in call.args], [k.arg or "**" for k in call.keywords]
+    return [], []
+
+
+def test_the_installed_vllm_calls_a_custom_proposer_as_hdlib_expects(vllm_python):
+    """vLLM's runner and what HDProposer takes: a release that changes the call fails here, saying how."""
+    site = subprocess.run(
+        [str(vllm_python), "-c", "import vllm, pathlib; print(pathlib.Path(vllm.__file__).parent)"],
+        capture_output=True, text=True, check=True,
+    ).stdout.strip()  # fmt: skip
+    runner = Path(site) / "v1" / "worker" / "gpu_model_runner.py"
+    args, keywords = custom_class_call(runner.read_text())
+    said = f"{runner}: the custom_class proposer is now called with {args}; hdlib expects {PROPOSE_ARGS}"
+    assert args == PROPOSE_ARGS, said
+    assert set(keywords) <= {"slot_mappings"}, f"{runner}: new keywords for propose: {keywords}"
+    cpu = (Path(site) / "v1" / "worker" / "cpu_model_runner.py").read_text()
+    assert "self.drafter.load_model(self.model)" in cpu, "vLLM's CPU runner no longer calls drafter.load_model(model)"
+
+
+def test_the_contract_check_names_a_changed_call():
+    changed = 'if spec_config.method == "custom_class":\n    d = self.drafter.propose(sampled_token_ids, req_ids)\n'
+    assert custom_class_call(changed) == (["sampled_token_ids", "req_ids"], [])
+    assert custom_class_call("x = 1\n") == ([], [])

@@ -1,6 +1,7 @@
 """The serving engine's own speculative decoding as bench methods: vLLM, batch 1, greedy, plain
 (`vllm`) and with its `speculative_config` (`vllm-ngram`: prompt lookup; `vllm-suffix`:
-SuffixDecoding), as a user who serves the model would compare.
+SuffixDecoding; `vllm-hd`: hdlib's tiers as its proposer, `hdlib.serving.proposer`), as a user who
+serves the model would compare.
 
 vLLM lives in its own environment (.venv-vllm, `make setup-vllm`: it pins another transformers), so
 `hdlib bench` run in hdlib's environment answers the vLLM methods in a second pass: the same command
@@ -41,6 +42,8 @@ VLLM_METHODS: dict[str, dict[str, Any] | None] = {
     "vllm-ngram": {"method": "ngram", "num_speculative_tokens": 8, "prompt_lookup_max": 4, "prompt_lookup_min": 2},
     # SuffixDecoding through arctic-inference, as hdlib's `suffix` method is set (hdlib.tiers.peers)
     "vllm-suffix": {"method": "suffix", "num_speculative_tokens": 24, "suffix_decoding_max_tree_depth": 24},
+    # hdlib's HD as vLLM's proposer: the tiers' trie reduced to a chain of at most 8 (hdlib.serving)
+    "vllm-hd": {"method": "custom_class", "model": "hdlib.serving.proposer.HDProposer", "num_speculative_tokens": 8},
 }
 # The CPU engine as tests/test_vllm.py runs it: float32 as hdlib runs the model, no graph capture.
 # Its statistics on: the counters of accepted draft tokens.

@@ -1,0 +1,213 @@
+"""hdlib's HD as a vLLM speculative proposer: the tiers draft, vLLM verifies.
+
+    from vllm import LLM
+    llm = LLM(model=FOLDER, speculative_config={
+        "method": "custom_class", "model": "hdlib.serving.proposer.HDProposer", "num_speculative_tokens": 8})
+
+vLLM makes the class with its `VllmConfig` and, after every step, calls `propose` with the tokens
+each batch row just emitted, each row's length and every row's tokens; it wants one list of draft
+tokens per row, which it verifies as a chain, losslessly. Rows move between steps and vLLM names no
+request, so a request's state (its context tier, its draft length) is found by its first tokens
+and checked against the row's tokens; a row that matches none starts a new one.
+
+Per request: the context tier over the row's own tokens, then the model tier's phrase database and
+the statistics corpus (each opened once per worker process), asked in that order (`HDLIB_VLLM_TIERS`,
+letters of C, M, S; default `CMS`); their drafts merge into hdlib's trie, which is reduced to one
+chain, the hierarchy's: from the root, the first child, the draft of the highest tier that had one,
+up to the request's draft length. That length follows what the request has had accepted: it grows
+by one after a chain accepted whole and halves after a refusal (not below the accepted drafts and
+one more), between 1 and `num_speculative_tokens`, so that a request whose drafts are refused drafts
+less.
+
+What it does not do: no recycled guesses (a proposer sees no logits) and no tree (vLLM verifies a
+chain); the databases must be built for the served model's tokenizer (refused otherwise).
+"""
+
+from __future__ import annotations
+
+import os
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from hdlib.databases.modeldb import SHIPPED, default_model_db_path
+from hdlib.databases.statsdb import default_statistics_path
+from hdlib.engine.drafter import Drafter
+from hdlib.errors import HDError
+from hdlib.models.loading import ModelText, load_text
+from hdlib.paths import data_dir
+from hdlib.store import read_meta
+from hdlib.tiers import ContextTier, DraftTier, ModelTier, StatisticsTier
+
+TIERS_ENV = "HDLIB_VLLM_TIERS"  # the tiers, by letter, in the order they are asked (default CMS)
+KEY_TOKENS = 32  # a request is found by its first tokens (and checked against the row's)
+CANDIDATES = 4  # draft tokens the tiers may offer per token of the chain asked for
+
+
+@dataclass
+class Request:
+    """One request's drafting state: its context tier over the tokens it has, and its draft length."""
+
+    context: ContextTier
+    length: int  # tokens the context tier has seen
+    draft_len: int
+    proposed: int = 0  # draft tokens proposed at the last step (0: none)
+    tail: tuple[int, ...] = field(default=())  # its last tokens, to check a row is this request
+
+    def matches(self, tokens: np.ndarray) -> bool:
+        n = len(self.tail)
+        return self.length <= len(tokens) and tuple(tokens[self.length - n : self.length].tolist()) == self.tail
+
+
+class ChainDrafter:
+    """HD's tiers for one worker: the offline tiers shared, a context tier per request, one chain
+    per row. Pure Python and numpy; vLLM is not imported here."""
+
+    def __init__(self, offline: Sequence[DraftTier], order: str, max_len: int, max_requests: int = 1024) -> None:
+        self.offline = {t.tier.letter: t for t in offline}
+        self.order = order
+        self.max_len = max_len
+        self.max_requests = max_requests
+        # Requests by their first tokens (several may share them: a chat template's system prompt),
+        # and all of them, the least recently seen first.
+        self._buckets: dict[tuple[int, ...], list[Request]] = {}
+        self._recent: OrderedDict[int, tuple[tuple[int, ...], Request]] = OrderedDict()
+        self._key_lengths: set[int] = set()  # the lengths of the requests' keys
+
+    def __len__(self) -> int:
+        """The requests it keeps a state for."""
+        return len(self._recent)
+
+    def request(self, tokens: np.ndarray) -> Request:
+        """The state of the request whose row holds `tokens`, brought up to date, or a new one. A
+        request is found by its first tokens (as many as it had, up to KEY_TOKENS, when it began)
+        and its last tokens, checked against the row's."""
+        state = None
+        for m in sorted(self._key_lengths, reverse=True):
+            bucket = self._buckets.get(tuple(tokens[:m].tolist()), []) if len(tokens) >= m else []
+            state = next((r for r in bucket if r.matches(tokens)), None)
+            if state is not None:
+                break
+        if state is not None:
+            self._recent.move_to_end(id(state))
+            if len(tokens) > state.length:
+                state.context.update(tokens[state.length :].tolist())
+        else:
+            context = ContextTier()
+            context.begin(tokens.tolist())
+            state = Request(context, len(tokens), draft_len=self.max_len)
+            key = tuple(tokens[:KEY_TOKENS].tolist())
+            self._key_lengths.add(len(key))
+            self._buckets.setdefault(key, []).append(state)
+            self._recent[id(state)] = (key, state)
+            if len(self._recent) > self.max_requests:
+                old_key, old = self._recent.popitem(last=False)[1]
+                self._buckets[old_key].remove(old)
+                if not self._buckets[old_key]:
+                    del self._buckets[old_key]
+        state.length = len(tokens)
+        state.tail = tuple(tokens[max(0, len(tokens) - 8) :].tolist())
+        return state
+
+    def propose_row(self, tokens: np.ndarray, emitted: int) -> list[int]:
+        """The chain for a row of `tokens` that just emitted `emitted` tokens (the accepted drafts and
+        one more), at most `max_len` long."""
+        state = self.request(tokens)
+        if state.proposed:
+            accepted = emitted - 1
+            grown, halved = min(self.max_len, state.draft_len + 1), max(accepted + 1, state.draft_len // 2)
+            state.draft_len = grown if accepted >= state.proposed else min(halved, self.max_len)
+        tiers = [state.context if letter == "C" else self.offline[letter] for letter in self.order]
+        context = tokens.tolist()
+        tree, _ = Drafter(tiers).draft(context, CANDIDATES * state.draft_len, state.draft_len)
+        chain, node = [], 0
+        while len(chain) < state.draft_len and (children := tree.children(node)):
+            node = children[0]  # the highest tier's draft: the trie keeps the order the tiers were asked in
+            chain.append(tree.tokens[node])
+        state.proposed = len(chain)
+        return chain
+
+    def propose(
+        self, sampled_token_ids: Sequence[Sequence[int]], num_tokens: np.ndarray, token_ids: np.ndarray
+    ) -> list[list[int]]:
+        """One chain per row (empty for a row that emitted nothing: a partial prefill)."""
+        return [
+            self.propose_row(token_ids[i, : int(num_tokens[i])], len(sampled)) if len(sampled) else []
+            for i, sampled in enumerate(sampled_token_ids)
+        ]
+
+
+MODEL_DB_ENV = "HDLIB_VLLM_MODEL_DB"  # the model tier's database file (default: the served tokenizer's)
+STATISTICS_DB_ENV = "HDLIB_VLLM_STATISTICS_DB"  # the statistics tier's (default: the tokenizer's, cached)
+_OPENED: dict[tuple[str, str], DraftTier] = {}  # the offline tiers, opened once per worker process
+
+
+def model_db_for(text: ModelText) -> Path:
+    """The model database built for `text`'s tokenizer: `HDLIB_VLLM_MODEL_DB`, else the shipped one
+    that was, else the cached one."""
+    if os.environ.get(MODEL_DB_ENV):
+        return Path(os.environ[MODEL_DB_ENV])
+    for name in SHIPPED.values():
+        path = data_dir() / "db" / name
+        if path.is_file() and read_meta(path).get("tokenizer") == text.fingerprint:
+            return path
+    return default_model_db_path(text)
+
+
+def offline_tiers(text: ModelText, order: str) -> list[DraftTier]:
+    """The model and statistics tiers `order` names, for `text`'s tokenizer, each opened once."""
+    where = {
+        "M": (model_db_for(text), ModelTier, "hdlib build-db model --model MODEL"),
+        "S": (
+            Path(os.environ.get(STATISTICS_DB_ENV) or default_statistics_path(text)),  # type: ignore[arg-type]
+            StatisticsTier,
+            "hdlib warmup --model MODEL",
+        ),
+    }
+    tiers = []
+    for letter in order:
+        if letter not in where:
+            continue
+        path, kind, build = where[letter]
+        if not path.is_file():
+            name = kind.__name__.removesuffix("Tier").lower()
+            raise HDError(f"no {name} database for this model's tokenizer at {path}: build it with `{build}`")
+        key = (str(path), text.fingerprint)
+        if key not in _OPENED:
+            _OPENED[key] = kind.from_file(path, text.fingerprint)  # refused when built for another tokenizer
+        tiers.append(_OPENED[key])
+    return tiers
+
+
+def tier_order(spec: str | None) -> str:
+    order = (spec or "CMS").upper()
+    if not order or any(letter not in "CMS" for letter in order) or len(set(order)) != len(order):
+        raise HDError(f"{TIERS_ENV}={spec!r}: tiers by letter, each once, of C (context), M (model), S (statistics)")
+    return order
+
+
+class HDProposer:
+    """HD's tiers as vLLM's `custom_class` proposer (see the module's docstring)."""
+
+    def __init__(self, vllm_config: Any) -> None:
+        spec, model = vllm_config.speculative_config, vllm_config.model_config
+        order = tier_order(os.environ.get(TIERS_ENV))
+        text = load_text(str(model.tokenizer or model.model))
+        max_requests = 4 * int(getattr(vllm_config.scheduler_config, "max_num_seqs", 256))
+        self.drafter = ChainDrafter(offline_tiers(text, order), order, int(spec.num_speculative_tokens), max_requests)
+
+    def load_model(self, *args: Any, **kwargs: Any) -> None:
+        """vLLM's CPU runner hands every drafter the target model: HD needs none."""
+
+    def propose(
+        self,
+        sampled_token_ids: Sequence[Sequence[int]],
+        num_tokens_no_spec: np.ndarray,
+        token_ids_cpu: np.ndarray,
+        slot_mappings: object = None,
+    ) -> list[list[int]]:
+        return self.drafter.propose(sampled_token_ids, num_tokens_no_spec, token_ids_cpu)
