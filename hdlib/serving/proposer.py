@@ -53,6 +53,7 @@ class Request:
     """One request's drafting state: its context tier over the tokens it has, and its draft length."""
 
     context: ContextTier
+    drafter: Drafter  # its context tier and the worker's offline tiers, in the order asked
     length: int  # tokens the context tier has seen
     draft_len: int
     proposed: int = 0  # draft tokens proposed at the last step (0: none)
@@ -99,7 +100,8 @@ class ChainDrafter:
         else:
             context = ContextTier()
             context.begin(tokens.tolist())
-            state = Request(context, len(tokens), draft_len=self.max_len)
+            tiers = [context if letter == "C" else self.offline[letter] for letter in self.order]
+            state = Request(context, Drafter(tiers), len(tokens), draft_len=self.max_len)
             key = tuple(tokens[:KEY_TOKENS].tolist())
             self._key_lengths.add(len(key))
             self._buckets.setdefault(key, []).append(state)
@@ -121,9 +123,7 @@ class ChainDrafter:
             accepted = emitted - 1
             grown, halved = min(self.max_len, state.draft_len + 1), max(accepted + 1, state.draft_len // 2)
             state.draft_len = grown if accepted >= state.proposed else min(halved, self.max_len)
-        tiers = [state.context if letter == "C" else self.offline[letter] for letter in self.order]
-        context = tokens.tolist()
-        tree, _ = Drafter(tiers).draft(context, CANDIDATES * state.draft_len, state.draft_len)
+        tree, _ = state.drafter.draft(tokens.tolist(), CANDIDATES * state.draft_len, state.draft_len)
         chain, node = [], 0
         while len(chain) < state.draft_len and (children := tree.children(node)):
             node = children[0]  # the highest tier's draft: the trie keeps the order the tiers were asked in
