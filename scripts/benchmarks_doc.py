@@ -48,18 +48,11 @@ SPEC_BENCH = "data/spec_bench/question.jsonl"
 KNOWN_COMMANDS = {
     "epyc-avx512/orders_at_16.json": f"hdlib bench --questions {SPEC_BENCH} --per-task 2 "
     "--max-new-tokens 128 --methods hd:all-orders@16 --out benchmarks/orders_at_16.json",
-    "xeon-amx/specbench.json": f"hdlib bench --questions {SPEC_BENCH} --per-task 2 "
-    "--max-new-tokens 128 --methods hf-pld,hd,hd:C --out benchmarks/specbench_xeon_b.json",
     "xeon-amx/specbench_bf16.json": f"hdlib bench --questions {SPEC_BENCH} --per-task 2 "
     "--max-new-tokens 128 --methods hd,hd:C --dtype bfloat16 --out benchmarks/specbench_bf16.json",
     "xeon-amx/model_db_engines.json": "python benchmarks/model_db_engines.py",
 }
 
-# Where a file came from, when the file does not say it and it matters for reading it (from git).
-NOTES = {
-    "epyc-avx2/step_overhead.json": "`base` was a checkout of commit 16341d0, the engine before the lean step "
-    "(as the README of commit 771bfcb says).",
-}
 
 
 # What every results file has: its machine, command and date ------------------------------------
@@ -103,8 +96,6 @@ def provenance(rel: str, data: Mapping[str, Any]) -> list[str]:
     dates = sorted({str(d) for d in [data.get("date"), *(r.get("date") for r in runs_of(data))] if d})
     if dates:
         lines.append(f"Date: {', '.join(dates)}.")
-    if rel in NOTES:
-        lines.append(NOTES[rel])
     return lines
 
 

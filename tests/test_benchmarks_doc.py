@@ -141,14 +141,3 @@ def test_draft_time_a_method_does_not_measure_is_shown_as_such():
     assert "| `vllm-suffix` | 1.50x | 2.00 | 30.0 | - | 100 % |" in text
     assert "| `hd` | 1.50x | 2.00 | 30.0 | 0.95 | 100 % |" in text
     assert "| `ar` | 1.50x | 2.00 | 30.0 | 0.00 | 100 % |" in text  # hdlib's loop: measured, and nothing drafted
-
-
-def test_the_one_machine_comparison_joins_sixty_questions_of_one_machine(capsys):
-    spec = importlib.util.spec_from_file_location("field_one_machine", ROOT / "scripts" / "field_one_machine.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    module.main()
-    out = capsys.readouterr().out
-    assert "hdlib's engine: 60 questions, 1 machine(s)" in out and "vLLM's engine: 60 questions, 1 machine(s)" in out
-    assert "  hd           2.31x" in out and "  vllm-suffix  2.07x" in out  # the numbers docs/peers.md gives

@@ -20,7 +20,7 @@ from hdlib.viz import paper
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
-FIELD = RESULTS / "epyc-avx512" / "field.json"  # the run notebook 04 sets beside the paper
+FIELD = RESULTS / "xeon-amx" / "field.json"  # the run notebook 04 sets beside the paper
 MACHINE = {"cpu": "AMD EPYC", "vector_flags": ["avx", "avx2"], "threads": 2, "torch": "2.13.0+cpu"}
 
 
@@ -191,35 +191,37 @@ def field() -> BenchResults:
 
 
 def test_what_notebook_04_says_of_the_field_run_holds():
-    """04: hd is above the paper's number on every task here (a CPU and a small model: not the same
-    experiment); the paper's way (hd-paper) drafts nearly 3 tokens a step, yet is slower than plain
-    decoding on the CPU; mended and merged into a trie it does a little better."""
+    """04: hd is above the paper's number on four tasks of six here (a CPU and a small model: not the
+    same experiment); the paper's way (hd-paper) drafts nearly 3 tokens a step, yet is slower than
+    plain decoding on the CPU; mended and merged into a trie it does a little better."""
     run = field()
-    assert run.tasks == list(TASKS) and run.questions == 60 and run.max_new_tokens == 256
+    assert run.tasks == list(TASKS) and run.questions == 12 and run.max_new_tokens == 256
     rows = paper.task_rows(run, ("hd", "hd-paper", "hd-paper+mend+trie"))
-    assert all(r.speedup["hd"] > r.paper for r in rows)
+    assert sum(r.speedup["hd"] > r.paper for r in rows[:-1]) == 4
     overall = rows[-1]
     assert overall.speedup["hd-paper"] < 1.0 < overall.speedup["hd"] and overall.mat["hd-paper"] > 2.5
-    assert (round(overall.speedup["hd-paper"], 2), round(overall.mat["hd-paper"], 2)) == (0.85, 2.89)
+    assert (round(overall.speedup["hd-paper"], 2), round(overall.mat["hd-paper"], 2)) == (0.85, 2.94)
     assert (round(overall.speedup["hd-paper+mend+trie"], 2), round(overall.mat["hd-paper+mend+trie"], 2)) == (
-        0.90, 2.96
+        0.89, 2.96
     )  # fmt: skip
     assert PaperSettings().budget + WindowSettings().size == 56  # the rows of each of hd-paper's passes
-    assert len(run.by_machine) == 2  # resumed on a second machine: the title names both
+    assert not run.by_machine  # every question on one machine
 
 
 def test_what_notebook_04_says_of_the_tasks_holds():
-    """04: translation is the paper's slowest task and hdlib's second fastest, most of its tokens from the
-    context tier (62 %, against qa's 38 %), and prompt lookup's fastest; qa is hdlib's slowest."""
+    """04: translation is the paper's slowest task, summarization and math its fastest; summarization
+    is hdlib's slowest (43 % of its tokens from the context tier) and rag its fastest (60 %), and
+    prompt lookup's fastest."""
     hd = field().methods["hd"].tasks
-    assert min(paper.PAPER_TASK_SPEEDUP, key=paper.PAPER_TASK_SPEEDUP.get) == "translation"
+    by_paper = sorted(paper.PAPER_TASK_SPEEDUP, key=paper.PAPER_TASK_SPEEDUP.get)
+    assert by_paper[0] == "translation" and by_paper[-2:] == ["math_reasoning", "summarization"]
     by_speed = sorted(hd, key=lambda t: -hd[t].speedup)
-    assert by_speed[1] == "translation" and by_speed[-1] == "qa"
-    assert (round(hd["translation"].speedup, 2), round(hd["qa"].speedup, 2)) == (2.22, 1.71)
-    share = {t: round(100 * hd[t].tier_share["context"]) for t in ("translation", "qa")}
-    assert share == {"translation": 62, "qa": 38}
+    assert by_speed[0] == "rag" and by_speed[1] == "mt_bench" and by_speed[-1] == "summarization"
+    assert (round(hd["summarization"].speedup, 2), round(hd["rag"].speedup, 2)) == (1.40, 2.28)
+    share = {t: round(100 * hd[t].tier_share["context"]) for t in ("summarization", "rag")}
+    assert share == {"summarization": 43, "rag": 60}
     pld = field().methods["hf-pld"].tasks
-    assert max(pld, key=lambda t: pld[t].speedup) == "translation"
+    assert max(pld, key=lambda t: pld[t].speedup) == "rag"
 
 
 def test_what_notebook_04_says_of_temperature_holds():
