@@ -60,3 +60,24 @@ def load(args: argparse.Namespace) -> tuple[list[Question], LoadedModel]:
     from hdlib.models.loading import load_model
 
     return per_task(load_questions(args.questions), args.per_task), load_model("smollm2-135m")
+
+
+def write_results(out: Path | str, script: str, **fields: object) -> None:
+    """Write a script's results to `out`: its command as run, the date, this machine, the packaged
+    model, then `fields`."""
+    import json
+    import sys
+    import time
+
+    from hdlib.models.cpu import describe_machine
+    from hdlib.store import write_text_atomic
+
+    results = {
+        "command": " ".join([f"python -m benchmarks.{script}", *sys.argv[1:]]),
+        "date": time.strftime("%Y-%m-%d"),
+        "machine": describe_machine(),
+        "model": "smollm2-135m",
+        **fields,
+    }
+    write_text_atomic(Path(out), json.dumps(results, indent=1) + "\n")
+    print(f"written to {out}")

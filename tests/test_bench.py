@@ -109,6 +109,17 @@ def test_method_names():
             Method.parse(bad)
 
 
+def test_hds_proposer_in_vllm_takes_its_tier_order_in_its_name():
+    from hdlib.bench.serving import TIERS_ENV, vllm_method
+
+    assert Method.parse("vllm-hd:sc").serving and Method.parse("vllm-hd").serving
+    assert vllm_method("vllm-hd:sc") == ("vllm-hd", {TIERS_ENV: "SC"})  # the engine starts with it
+    assert vllm_method("vllm-suffix") == ("vllm-suffix", {}) and vllm_method("hd:SC") is None
+    for bad, message in [("vllm-hd:CR", "C, M, S"), ("vllm-hd:CC", "each once"), ("vllm-hd:CS@8", "fixed budget")]:
+        with pytest.raises(HDError, match=message):
+            Method.parse(bad)
+
+
 def test_an_hd_method_may_end_in_a_fixed_budget():
     cms = Method.parse("hd:CMS@64")
     assert cms.name == "hd:CMS@64" and cms.budget == 64  # the name keeps @N: results are keyed by it

@@ -15,9 +15,10 @@ import pytest
 import torch
 from tiny import tiny_llama
 
+from hdlib.bench.serving import tier_order
 from hdlib.engine.loop import DecodeSettings, run
 from hdlib.errors import HDError
-from hdlib.serving.proposer import ChainDrafter, tier_order
+from hdlib.serving.proposer import ChainDrafter
 from hdlib.tiers import StatisticsSettings, StatisticsTier
 
 MAX_LEN = 96  # vLLM's token_ids_cpu: one row of max_model_len per request
@@ -87,7 +88,7 @@ def test_a_batch_served_with_hd_chains_is_plain_greedy_decoding(order):
 
 
 def test_a_row_that_emitted_nothing_gets_no_draft_and_the_draft_length_follows_acceptance():
-    drafter = ChainDrafter([], "C", max_len=5)
+    drafter = ChainDrafter([], "C", max_len=5, free=1)
     tokens = np.array([[1, 2, 3, 1, 2, 3, 1, 2, 0, 0]], dtype=np.int32)
     assert drafter.propose([[]], np.array([8]), tokens) == [[]]  # a partial prefill
     assert drafter.propose([[2]], np.array([8]), tokens) == [[3, 1, 2, 3, 1]]  # the context copies itself
@@ -99,6 +100,22 @@ def test_a_row_that_emitted_nothing_gets_no_draft_and_the_draft_length_follows_a
     tokens[0, 9] = 3
     drafter.propose([[3]], np.array([10]), tokens)
     assert state.draft_len == 2 and state.length == 10  # nothing was drafted after 9: nothing learned
+
+
+def test_a_steps_free_draft_tokens_are_shared_by_its_rows():
+    """However many of its drafts were refused, a request drafts at least its share of the tokens a
+    step verifies nearly free: all of them alone in the batch, one each among four rows."""
+    drafter = ChainDrafter([], "C", max_len=6, free=4)
+    text = [2, 5, 7, 7] + [5, 1, 2, 3] * 3 + [5]
+    assert drafter.propose([[5]], np.array([17]), np.array([text]))[0] == [1, 2, 3, 5, 1, 2]
+    state = drafter.request(np.array(text))
+    text += [1, 2, 5]  # two accepted, then refused: halved to 3, but a row alone drafts 4
+    assert drafter.propose([[1, 2, 5]], np.array([20]), np.array([text]))[0] == [7, 7, 5, 1]  # after 2 5
+    assert state.draft_len == 4
+    others = [[9, 8, *range(20, 39)], [9, 7, *range(40, 59)], [9, 6, *range(60, 79)]]
+    rows = np.array([[*text, 9], *others])
+    drafter.propose([[9], [1], [1], [1]], np.array([21] * 4), rows)  # refused again, now among four rows
+    assert state.draft_len == 2  # halved: among four rows the floor is 1
 
 
 def test_the_tier_order_is_checked():

@@ -5,24 +5,22 @@ on the packaged model and the first 16 ShareGPT prompts, and are compared with t
 build in this environment: the answers may differ where the engines' numerics differ (another
 kernel, another summation order, a near-tie of the argmax), so the n-gram sets are compared and
 their overlap reported, expected high. The server test starts `vllm serve` on a free local port and
-stops it, it and only it.
+stops it, it and only it (`hdlib.bench.serving.vllm_server`).
 """
 
 from __future__ import annotations
 
 import json
 import os
-import signal
-import socket
 import subprocess
-import time
-import urllib.request
+import sys
 from itertools import pairwise
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from hdlib.bench.serving import vllm_server
 from hdlib.cli import main
 from hdlib.databases.statsdb import ensure_statistics_db
 from hdlib.models.loading import DEFAULT_MODEL, load_text
@@ -99,45 +97,14 @@ def test_the_offline_engine_builds_the_database(vllm_python, transformers_db, tm
     assert compare(request, "vLLM offline", out, transformers_db) > 0.6
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_vllm_serve_builds_the_database_through_the_server(vllm_python, transformers_db, tmp_path, request):
     folder = load_text(DEFAULT_MODEL).source  # the packaged model's converted folder
-    port = free_port()
-    log = (tmp_path / "serve.log").open("w")
-    server = subprocess.Popen(
-        [str(vllm_python), "-m", "vllm.entrypoints.openai.api_server", "--model", folder,
-         "--host", "127.0.0.1", "--port", str(port),
-         "--served-model-name", "smollm2", "--dtype", "float32", "--max-model-len", "1024", "--enforce-eager"],
-        env=ENV, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-    )  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 600
-        while True:
-            assert server.poll() is None, (tmp_path / "serve.log").read_text()[-3000:]
-            try:
-                with urllib.request.urlopen(f"{url}/v1/models", timeout=5):
-                    break
-            except OSError:
-                assert time.monotonic() < deadline, "vllm serve did not answer within 600 s"
-                time.sleep(2)
+    args = ["--dtype", "float32", "--max-model-len", "1024"]
+    with vllm_server(folder, "vllm", tmp_path / "serve.log", args) as url:
         out = tmp_path / "db.npz"
         code = main(["build-db", "model", *COMMON, "--server", url, "--concurrency", "8",
                      "--out", str(out), "--work-dir", str(tmp_path / "w")])  # fmt: skip
         assert code == 0
-    finally:
-        os.killpg(server.pid, signal.SIGTERM)  # the server and the engine processes it started
-        try:
-            server.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(server.pid, signal.SIGKILL)
-            server.wait()
-        log.close()
     meta = read_db(out)[0]
     assert meta["build"]["engine"]["name"] == "server" and meta["build"]["answers_from_text"] == 0
     assert compare(request, "vllm serve", out, transformers_db) > 0.6
@@ -188,6 +155,37 @@ def test_hd_as_vllms_proposer_answers_a_batch_as_plain_decoding_does(vllm_python
     assert len(got["hd"]["answers"]) == 5
     assert got["hd"]["answers"] == got["plain"]["answers"]
     assert got["hd"]["accepted"] > 0
+
+
+def test_vllm_serve_starts_with_hds_proposer_and_answers_under_a_bounded_load(vllm_python, tmp_path):
+    """benchmarks/served_load.py on eight repetitive questions: `vllm serve` with plain decoding, then
+    with hdlib's proposer, each sent 4 requests at concurrency 1 and 4 more at 4, stopped after; with
+    HD the server accepted drafts and answered every request as plain decoding did at concurrency 1."""
+    questions = tmp_path / "q.jsonl"
+    asked = [
+        "Repeat this line five times: the cat sat on the mat.", "Count from 1 to 20.",
+        "Write the alphabet twice, letters separated by spaces.", "Say 'hello world' three times.",
+        "List the days of the week, then list them again.", "Count from 10 to 30.",
+        "Repeat this line four times: red, green, blue.", "List the months of the year twice.",
+    ]  # fmt: skip
+    rows = [{"question_id": i, "category": "qa", "turns": [text]} for i, text in enumerate(asked, 1)]
+    questions.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    ensure_statistics_db(load_text(DEFAULT_MODEL), progress=False)
+    out = tmp_path / "served.json"
+    run = subprocess.run(
+        [sys.executable, "-m", "benchmarks.served_load", "--questions", str(questions), "--per-task", "8",
+         "--max-new-tokens", "32", "--methods", "vllm,vllm-hd", "--concurrency", "1,4", "--requests", "4",
+         "--out", str(out)],
+        cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=1200,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr[-3000:]
+    served = json.loads(out.read_text())["methods"]
+    for method, levels in served.items():
+        for c, level in levels.items():
+            assert level["requests"] == 4 and level["tokens"] > 0, (method, c)
+    assert served["vllm"]["1"]["mat"] == 1.0 and served["vllm"]["1"]["identical_frac"] is None
+    assert served["vllm-hd"]["1"]["identical_frac"] == 1.0 and served["vllm-hd"]["1"]["mat"] > 1.5
+    assert served["vllm-hd"]["4"]["mat"] > 1.5
 
 
 # What hdlib's proposer expects of vLLM's runner (hdlib.serving.proposer.HDProposer.propose).

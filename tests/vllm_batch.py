@@ -11,6 +11,8 @@ os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
 
 import vllm  # noqa: E402
 
+from hdlib.bench.serving import VLLM_METHODS  # noqa: E402
+
 PROMPTS = [
     "Repeat this line five times: the cat sat on the mat.",
     "Count from 1 to 20.",
@@ -18,7 +20,7 @@ PROMPTS = [
     "Say 'hello world' three times.",
     "List the days of the week, then list them again.",
 ]
-HD = {"method": "custom_class", "model": "hdlib.serving.proposer.HDProposer", "num_speculative_tokens": 8}
+HD = VLLM_METHODS["vllm-hd"]
 
 
 def answers(folder: str, spec: dict | None) -> tuple[list[list[int]], int]:

@@ -14,7 +14,7 @@ from itertools import permutations
 
 from hdlib.bench.baselines import PROMPT_LOOKUP_TOKENS
 from hdlib.bench.paper import PaperSettings
-from hdlib.bench.serving import VLLM_METHODS
+from hdlib.bench.serving import VLLM_METHODS, vllm_method
 from hdlib.databases.registry import make_tier, parse_tiers
 from hdlib.errors import HDError
 from hdlib.tiers import DEFAULT_TIERS, PAPER_TIERS, ContextSettings, ContextTier, Tier
@@ -70,7 +70,7 @@ class Method:
             return cls(name, transformers=True)
         if base == "hf-pld":
             return cls(name, transformers=True, prompt_lookup=PROMPT_LOOKUP_TOKENS)
-        if base in VLLM_METHODS:
+        if vllm_method(base):
             return cls(name, serving=True)
         base, switches = hd_switches(name, base)
         if base == "hd":
@@ -87,7 +87,8 @@ class Method:
             f"unknown method {name!r}: use ar, hf, hf-pld, hd, hd:ORDER (tier letters C, R, M, S, T, E, U, L or a "
             f"registered tier's, e.g. hd:CM), either with {WINDOW}, {ASK_ALL} and {NO_RECYCLING}, {ALL_ORDERS}, "
             f"{PAPER}[+mend][+trie], "
-            f"{', '.join(PEERS)}, {', '.join(VLLM_METHODS)}; any but ar, hf, hf-pld and vLLM's may end in @N for "
+            f"{', '.join(PEERS)}, {', '.join(VLLM_METHODS)}, vllm-hd:ORDER (of C, M, S); "
+            "any but ar, hf, hf-pld and vLLM's may end in @N for "
             "a fixed budget of N draft tokens per step (e.g. hd:CMS@64)"
         )
 
@@ -155,7 +156,7 @@ def split_budget(name: str) -> tuple[str, int | None]:
     base, at, suffix = name.partition("@")
     if not at:
         return name, None
-    if base in ("ar", "hf", "hf-pld", *VLLM_METHODS):
+    if base in ("ar", "hf", "hf-pld") or vllm_method(base):
         raise HDError(
             f"method {name!r}: only the methods hdlib verifies take a fixed budget @N (hd@N, hd:ORDER@N, "
             f"{ALL_ORDERS}@N, {PAPER}@N, {', '.join(f'{p}@N' for p in PEERS)}), not {base}"

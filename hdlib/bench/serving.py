@@ -19,12 +19,15 @@ accepted.
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import shlex
 import signal
+import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -42,9 +45,33 @@ VLLM_METHODS: dict[str, dict[str, Any] | None] = {
     "vllm-ngram": {"method": "ngram", "num_speculative_tokens": 8, "prompt_lookup_max": 4, "prompt_lookup_min": 2},
     # SuffixDecoding through arctic-inference, as hdlib's `suffix` method is set (hdlib.tiers.peers)
     "vllm-suffix": {"method": "suffix", "num_speculative_tokens": 24, "suffix_decoding_max_tree_depth": 24},
-    # hdlib's HD as vLLM's proposer: the tiers' trie reduced to a chain of at most 8 (hdlib.serving)
-    "vllm-hd": {"method": "custom_class", "model": "hdlib.serving.proposer.HDProposer", "num_speculative_tokens": 8},
+    # hdlib's HD as vLLM's proposer: the tiers' trie reduced to a chain of at most 16 (hdlib.serving)
+    "vllm-hd": {"method": "custom_class", "model": "hdlib.serving.proposer.HDProposer", "num_speculative_tokens": 16},
 }
+HD = "vllm-hd"  # and `vllm-hd:ORDER`: the proposer's tiers by letter, in the order asked
+TIERS_ENV = "HDLIB_VLLM_TIERS"  # how the proposer, made by vLLM, is told its tiers (default CMS)
+
+
+def tier_order(spec: str | None) -> str:
+    """The proposer's tiers, by letter, of C (context), M (model), S (statistics); each once."""
+    order = (spec or "CMS").upper()
+    if not order or any(letter not in "CMS" for letter in order) or len(set(order)) != len(order):
+        raise HDError(f"{TIERS_ENV}={spec!r}: tiers by letter, each once, of C (context), M (model), S (statistics)")
+    return order
+
+
+def vllm_method(name: str) -> tuple[str, dict[str, str]] | None:
+    """A vLLM method's entry in VLLM_METHODS and the environment its engine starts with (`vllm-hd:SC`:
+    `vllm-hd`, asking the statistics tier, then the context tier); None for a name that is not vLLM's."""
+    base, colon, order = name.partition(":")
+    if base == HD and colon:
+        try:
+            return base, {TIERS_ENV: tier_order(order)}
+        except HDError:
+            raise HDError(f"method {name!r}: {HD}:ORDER takes tiers by letter, each once, of C, M, S") from None
+    return (name, {}) if name in VLLM_METHODS else None
+
+
 # The CPU engine as tests/test_vllm.py runs it: float32 as hdlib runs the model, no graph capture.
 # Its statistics on: the counters of accepted draft tokens.
 ENGINE_ARGS: dict[str, Any] = {"max_model_len": 4096, "enforce_eager": True, "seed": 0, "disable_log_stats": False}
@@ -79,10 +106,12 @@ class VllmEngine:
             ) from error
         self._vllm = vllm
         self.method = method
-        spec = VLLM_METHODS[method]
+        base, env = vllm_method(method) or (method, {})
+        spec = VLLM_METHODS[base]
         dtype = str(lm.model.dtype).removeprefix("torch.")
         args = {**ENGINE_ARGS, "dtype": dtype, **({"speculative_config": spec} if spec else {})}
-        self._llm = vllm.LLM(model=lm.source, tokenizer=lm.source, **args)
+        with environment(env):  # the engine's processes, started here, read it
+            self._llm = vllm.LLM(model=lm.source, tokenizer=lm.source, **args)
         self._params = vllm.SamplingParams(temperature=0.0, max_tokens=1, stop_token_ids=sorted(lm.eos_token_ids))
         self.accepted = 0  # draft tokens accepted in this engine's steps so far
         self._count_accepted()
@@ -143,6 +172,73 @@ class VllmEngines:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+@contextmanager
+def environment(values: dict[str, str]) -> Iterator[None]:
+    """os.environ with `values` set, within; as it was, after."""
+    saved = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextmanager
+def vllm_server(
+    folder: str, method: str = "vllm", log: Path | None = None, args: Sequence[str] = (), timeout_s: float = 600
+) -> Iterator[str]:
+    """`vllm serve` for the model at `folder` with `method`'s speculative config, started from
+    .venv-vllm on a free port of 127.0.0.1: within, its URL, once it answers; after, it and only it is
+    stopped (the server and the engine processes it started, by their process group)."""
+    python = VLLM_VENV / "bin" / "python"
+    if not python.exists():
+        raise HDError(f"vllm serve runs in {VLLM_VENV}, which is missing: `make setup-vllm` makes it")
+    port = free_port()
+    base, extra = vllm_method(method) or (method, {})
+    spec = VLLM_METHODS[base]
+    command = [
+        str(python), "-m", "vllm.entrypoints.openai.api_server", "--model", folder, "--host", "127.0.0.1",
+        "--port", str(port), "--served-model-name", method, "--seed", "0", "--enforce-eager",
+        *(["--speculative-config", json.dumps(spec)] if spec else []), *args,
+    ]  # fmt: skip
+    env = {"VLLM_CPU_KVCACHE_SPACE": KV_CACHE_GIB, "TOKENIZERS_PARALLELISM": "false", **os.environ, **extra}
+    with open(log or os.devnull, "w") as out:
+        server = subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        url = f"http://127.0.0.1:{port}"
+        try:
+            deadline = time.monotonic() + timeout_s
+            while True:
+                if server.poll() is not None:
+                    tail = Path(log).read_text()[-3000:] if log else ""
+                    raise HDError(f"vllm serve ({method}) stopped with status {server.returncode}\n{tail}")
+                try:
+                    with urllib.request.urlopen(f"{url}/v1/models", timeout=5):
+                        break
+                except OSError:
+                    if time.monotonic() > deadline:
+                        raise HDError(f"vllm serve ({method}) did not answer within {timeout_s:.0f} s") from None
+                    time.sleep(2)
+            yield url
+        finally:
+            os.killpg(server.pid, signal.SIGTERM)
+            try:
+                server.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                os.killpg(server.pid, signal.SIGKILL)
+                server.wait()
 
 
 def second_pass_path(out: str | Path) -> Path:

@@ -2,7 +2,7 @@
 
     from vllm import LLM
     llm = LLM(model=FOLDER, speculative_config={
-        "method": "custom_class", "model": "hdlib.serving.proposer.HDProposer", "num_speculative_tokens": 8})
+        "method": "custom_class", "model": "hdlib.serving.proposer.HDProposer", "num_speculative_tokens": 16})
 
 vLLM makes the class with its `VllmConfig` and, after every step, calls `propose` with the tokens
 each batch row just emitted, each row's length and every row's tokens; it wants one list of draft
@@ -14,10 +14,11 @@ Per request: the context tier over the row's own tokens, then the model tier's p
 the statistics corpus (each opened once per worker process), asked in that order (`HDLIB_VLLM_TIERS`,
 letters of C, M, S; default `CMS`); their drafts merge into hdlib's trie, which is reduced to one
 chain, the hierarchy's: from the root, the first child, the draft of the highest tier that had one,
-up to the request's draft length. That length follows what the request has had accepted: it grows
-by one after a chain accepted whole and halves after a refusal (not below the accepted drafts and
-one more), between 1 and `num_speculative_tokens`, so that a request whose drafts are refused drafts
-less.
+up to the request's draft length. That length follows what the request has had accepted: it doubles
+after a chain accepted whole and halves after a refusal (not below the accepted drafts and one
+more), at most `num_speculative_tokens`, so that a request whose drafts are refused drafts less; but
+not below its share of the step's `FREE_TOKENS`, the drafts a pass verifies for about the price
+of one, so that alone in a batch a request drafts what costs nothing and under load only what pays.
 
 What it does not do: no recycled guesses (a proposer sees no logits) and no tree (vLLM verifies a
 chain); the databases must be built for the served model's tokenizer (refused otherwise).
@@ -34,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from hdlib.bench.serving import TIERS_ENV, tier_order
 from hdlib.databases.modeldb import SHIPPED, default_model_db_path
 from hdlib.databases.statsdb import default_statistics_path
 from hdlib.engine.drafter import Drafter
@@ -41,11 +43,17 @@ from hdlib.errors import HDError
 from hdlib.models.loading import ModelText, load_text
 from hdlib.paths import data_dir
 from hdlib.store import read_meta
-from hdlib.tiers import ContextTier, DraftTier, ModelTier, StatisticsTier
+from hdlib.tiers import ContextSettings, ContextTier, DraftTier, ModelTier, StatisticsTier
 
-TIERS_ENV = "HDLIB_VLLM_TIERS"  # the tiers, by letter, in the order they are asked (default CMS)
 KEY_TOKENS = 32  # a request is found by its first tokens (and checked against the row's)
 CANDIDATES = 4  # draft tokens the tiers may offer per token of the chain asked for
+# Draft tokens a step verifies nearly free: vLLM's CPU pass over a row and 4 drafts costs about what
+# one over a row and 1 draft does (benchmarks/results/<machine>/vllm_step_cost.json); each of a
+# step's rows drafts at least its share of them, however many of its drafts were refused.
+FREE_TOKENS = 4
+# The context tier as the proposer asks it: a key of one token too. Its guesses are often wrong, but
+# in a chain's first few tokens a wrong draft costs next to nothing (FREE_TOKENS), a right one a step.
+CONTEXT = ContextSettings(min_key=1)
 
 
 @dataclass
@@ -68,10 +76,20 @@ class ChainDrafter:
     """HD's tiers for one worker: the offline tiers shared, a context tier per request, one chain
     per row. Pure Python and numpy; vLLM is not imported here."""
 
-    def __init__(self, offline: Sequence[DraftTier], order: str, max_len: int, max_requests: int = 1024) -> None:
+    def __init__(
+        self,
+        offline: Sequence[DraftTier],
+        order: str,
+        max_len: int,
+        max_requests: int = 1024,
+        context: ContextSettings | None = None,
+        free: int = FREE_TOKENS,
+    ) -> None:
         self.offline = {t.tier.letter: t for t in offline}
+        self.context = context or CONTEXT
         self.order = order
         self.max_len = max_len
+        self.free = free
         self.max_requests = max_requests
         # Requests by their first tokens (several may share them: a chat template's system prompt),
         # and all of them, the least recently seen first.
@@ -98,7 +116,7 @@ class ChainDrafter:
             if len(tokens) > state.length:
                 state.context.update(tokens[state.length :].tolist())
         else:
-            context = ContextTier()
+            context = ContextTier(self.context)
             context.begin(tokens.tolist())
             tiers = [context if letter == "C" else self.offline[letter] for letter in self.order]
             state = Request(context, Drafter(tiers), len(tokens), draft_len=self.max_len)
@@ -115,14 +133,15 @@ class ChainDrafter:
         state.tail = tuple(tokens[max(0, len(tokens) - 8) :].tolist())
         return state
 
-    def propose_row(self, tokens: np.ndarray, emitted: int) -> list[int]:
+    def propose_row(self, tokens: np.ndarray, emitted: int, floor: int = 1) -> list[int]:
         """The chain for a row of `tokens` that just emitted `emitted` tokens (the accepted drafts and
-        one more), at most `max_len` long."""
+        one more): the request's draft length, at least `floor`, at most `max_len`."""
         state = self.request(tokens)
         if state.proposed:
             accepted = emitted - 1
-            grown, halved = min(self.max_len, state.draft_len + 1), max(accepted + 1, state.draft_len // 2)
+            grown, halved = min(self.max_len, 2 * state.draft_len), max(accepted + 1, state.draft_len // 2)
             state.draft_len = grown if accepted >= state.proposed else min(halved, self.max_len)
+        state.draft_len = max(state.draft_len, min(floor, self.max_len))
         tree, _ = state.drafter.draft(tokens.tolist(), CANDIDATES * state.draft_len, state.draft_len)
         chain, node = [], 0
         while len(chain) < state.draft_len and (children := tree.children(node)):
@@ -134,11 +153,14 @@ class ChainDrafter:
     def propose(
         self, sampled_token_ids: Sequence[Sequence[int]], num_tokens: np.ndarray, token_ids: np.ndarray
     ) -> list[list[int]]:
-        """One chain per row (empty for a row that emitted nothing: a partial prefill)."""
-        return [
-            self.propose_row(token_ids[i, : int(num_tokens[i])], len(sampled)) if len(sampled) else []
-            for i, sampled in enumerate(sampled_token_ids)
-        ]
+        """One chain per row (empty for a row that emitted nothing: a partial prefill). The step's
+        `free` draft tokens are shared by its rows: each row drafts at least its share of them."""
+        rows = [i for i, sampled in enumerate(sampled_token_ids) if len(sampled)]
+        floor = max(1, self.free // max(len(rows), 1))
+        chains: list[list[int]] = [[] for _ in sampled_token_ids]
+        for i in rows:
+            chains[i] = self.propose_row(token_ids[i, : int(num_tokens[i])], len(sampled_token_ids[i]), floor)
+        return chains
 
 
 MODEL_DB_ENV = "HDLIB_VLLM_MODEL_DB"  # the model tier's database file (default: the served tokenizer's)
@@ -181,13 +203,6 @@ def offline_tiers(text: ModelText, order: str) -> list[DraftTier]:
             _OPENED[key] = kind.from_file(path, text.fingerprint)  # refused when built for another tokenizer
         tiers.append(_OPENED[key])
     return tiers
-
-
-def tier_order(spec: str | None) -> str:
-    order = (spec or "CMS").upper()
-    if not order or any(letter not in "CMS" for letter in order) or len(set(order)) != len(order):
-        raise HDError(f"{TIERS_ENV}={spec!r}: tiers by letter, each once, of C (context), M (model), S (statistics)")
-    return order
 
 
 class HDProposer:

@@ -1,0 +1,181 @@
+"""vLLM's chain proposers replayed over plain decoding's answers: their MAT, without vLLM.
+
+    python -m benchmarks.proposer_replay --questions FILE [--per-task 2] [--max-new-tokens 256]
+        [--methods hd,hd@24,suffix] [--answers CACHE.json] [--out benchmarks/results/<machine>/proposer_replay.json]
+
+vLLM verifies a proposer's chain greedily: it accepts the chain's longest prefix that equals what
+plain decoding emits, and a step emits those tokens and one more. Given plain decoding's answers
+(hdlib's, which vLLM's greedy answers equal token for token: `hdlib bench` checks it), the steps a
+proposer would take are therefore counted exactly without the engine, and in seconds rather than
+the engine's minutes. Each proposer is called as vLLM calls it: after the prefill's token, then after
+every step with the tokens that step emitted, requests one after another as `hdlib bench` sends them
+(every turn, the conversation so far being plain decoding's).
+
+Methods: `hd` (hdlib's proposer, `hdlib.serving.proposer.ChainDrafter`, the tiers CMS, a chain of
+at most 16, as `vllm-hd` runs it), `hd:ORDER` (tier letters of C, M, S) and `@N` (a chain of at
+most N: `hd@24`); `suffix` (SuffixDecoding as vLLM runs it: arctic-inference's cache, 24 tokens,
+vLLM's default settings, earlier requests' answers cached). It reports MAT overall and per task,
+and the draft tokens proposed per step: MAT is what this measures; tokens per second need the
+engine (`hdlib bench --methods vllm-hd,vllm-suffix`), where a longer chain costs more to verify
+(`benchmarks/vllm_step_cost.py`).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections import Counter, defaultdict
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from benchmarks.common import load, spec_bench_parser, write_results
+from benchmarks.markdown import code, f1, f2, table
+from hdlib.bench.serving import HD, VLLM_METHODS, tier_order
+from hdlib.engine.loop import DecodeSettings, run
+from hdlib.models.loading import LoadedModel
+from hdlib.serving.proposer import ChainDrafter, offline_tiers
+from hdlib.store import write_text_atomic
+
+SUFFIX_SETTINGS = {"max_tree_depth": 24, "max_spec_factor": 1.0, "min_token_prob": 0.1}  # vLLM's, as bench runs it
+
+Turn = tuple[str, list[int], list[int]]  # task, prompt ids, plain decoding's answer ids
+
+
+class SuffixProposer:
+    """SuffixDecoding as vLLM's proposer drives arctic-inference's cache (vllm/v1/spec_decode/suffix_decoding.py)."""
+
+    def __init__(self, max_len: int) -> None:
+        from arctic_inference.suffix_decoding import SuffixDecodingCache
+
+        self.max_len = max_len
+        self.cache = SuffixDecodingCache(max_tree_depth=SUFFIX_SETTINGS["max_tree_depth"], max_cached_requests=10000)
+        self.requests = 0
+
+    def start(self, prompt: Sequence[int]) -> None:
+        if self.requests:
+            self.cache.stop_request(self.requests)  # the previous request's answer joins the cache
+        self.requests += 1
+        self.cache.start_request(self.requests, np.asarray(prompt, dtype=np.int32))
+
+    def propose(self, tokens: Sequence[int], sampled: Sequence[int]) -> list[int]:
+        self.cache.add_active_response(self.requests, list(sampled))
+        pattern = np.asarray(tokens[-SUFFIX_SETTINGS["max_tree_depth"] :], dtype=np.int32)
+        draft = self.cache.speculate(
+            self.requests, pattern, max_spec_tokens=self.max_len,
+            max_spec_factor=SUFFIX_SETTINGS["max_spec_factor"], min_token_prob=SUFFIX_SETTINGS["min_token_prob"],
+        )  # fmt: skip
+        return list(draft.token_ids)
+
+
+class HDChainProposer:
+    """hdlib's proposer, one row per call, as vLLM's runner hands it a batch of one."""
+
+    def __init__(self, lm: LoadedModel, order: str, max_len: int) -> None:
+        self.drafter = ChainDrafter(offline_tiers(lm, order), order, max_len)
+
+    def start(self, prompt: Sequence[int]) -> None:
+        pass
+
+    def propose(self, tokens: Sequence[int], sampled: Sequence[int]) -> list[int]:
+        row = np.asarray(tokens, dtype=np.int64)
+        return self.drafter.propose([list(sampled)], np.array([len(row)]), row[None, :])[0]
+
+
+def proposer_for(name: str, lm: LoadedModel) -> HDChainProposer | SuffixProposer:
+    base, _, size = name.partition("@")
+    kind, _, order = base.partition(":")
+    if kind == "suffix" and not order:
+        return SuffixProposer(int(size or 24))
+    if kind == "hd":
+        return HDChainProposer(lm, tier_order(order or None), int(size or VLLM_METHODS[HD]['num_speculative_tokens']))
+    raise SystemExit(f"--methods: unknown proposer {name!r} (hd, hd:ORDER, suffix, each with an optional @N)")
+
+
+def replay(propose: Callable[[list[int], list[int]], list[int]], prompt: list[int], answer: list[int]) -> Counter:
+    """Steps and proposed tokens of one request: the prefill emits the first token; every step after
+    it emits the chain's prefix that equals the answer, and one more token."""
+    done, sampled, counts = 1, answer[:1], Counter(steps=1, tokens=len(answer))
+    while done < len(answer):
+        chain = propose(prompt + answer[:done], sampled)
+        accepted = next((i for i, (a, b) in enumerate(zip(chain, answer[done:])) if a != b), len(chain))
+        emitted = min(accepted + 1, len(answer) - done)
+        sampled = answer[done : done + emitted]
+        done += emitted
+        counts["steps"] += 1
+        counts["proposed"] += len(chain)
+    return counts
+
+
+def plain_answers(lm: LoadedModel, questions: Sequence[Any], max_new_tokens: int) -> list[Turn]:
+    turns: list[Turn] = []
+    for q in questions:
+        messages: list[dict[str, str]] = []
+        for user in q.turns:
+            messages.append({"role": "user", "content": user})
+            ids = list(lm.encode_prompt(messages))
+            plain = run(lm.model, ids, None, DecodeSettings(max_new_tokens=max_new_tokens), lm.eos_token_ids)
+            turns.append((q.task, ids, list(plain.tokens)))
+            messages.append({"role": "assistant", "content": lm.decode(plain.tokens)})
+        print(f"q{q.question_id} ({q.task}): answered", file=sys.stderr, flush=True)
+    return turns
+
+
+def main() -> None:
+    parser = spec_bench_parser(__doc__, "hd,hd@24,suffix", "proposer_replay.json")
+    parser.set_defaults(max_new_tokens=256)
+    parser.add_argument("--answers", type=Path, help="plain decoding's answers: read from here, or written here")
+    args = parser.parse_args()
+    questions, lm = load(args)
+    key = {"question_ids": [q.question_id for q in questions], "max_new_tokens": args.max_new_tokens}
+    cached = json.loads(args.answers.read_text()) if args.answers and args.answers.is_file() else None
+    if cached and cached["key"] == key:
+        turns = [tuple(t) for t in cached["turns"]]
+    else:
+        turns = plain_answers(lm, questions, args.max_new_tokens)
+        if args.answers:
+            write_text_atomic(args.answers, json.dumps({"key": key, "turns": turns}) + "\n")
+    methods: dict[str, dict[str, Any]] = {}
+    for name in args.methods.split(","):
+        proposer = proposer_for(name, lm)
+        sums: dict[str, Counter] = defaultdict(Counter)
+        started = time.perf_counter()
+        for task, prompt, answer in turns:
+            proposer.start(prompt)
+            counts = replay(proposer.propose, prompt, answer)
+            sums["overall"].update(counts)
+            sums[task].update(counts)
+        seconds = time.perf_counter() - started
+        methods[name] = {
+            task: {"mat": t["tokens"] / t["steps"], "proposed_per_step": t["proposed"] / t["steps"]}
+            for task, t in sums.items()
+        }
+        methods[name]["overall"]["propose_ms"] = 1e3 * seconds / sums["overall"]["steps"]
+        o = methods[name]["overall"]
+        print(f"{name}: MAT {o['mat']:.2f}, {o['proposed_per_step']:.1f} proposed a step, "
+              f"{o['propose_ms']:.2f} ms to propose", flush=True)  # fmt: skip
+    write_results(args.out, "proposer_replay", questions=len(questions), max_new_tokens=args.max_new_tokens,
+                  methods=methods)
+
+
+def tables(data: Mapping[str, Any]) -> list[str]:
+    """benchmarks/proposer_replay.py: the proposers' MAT over plain decoding's answers."""
+    methods = data["methods"]
+    tasks = [t for t in next(iter(methods.values())) if t != "overall"]
+    rows = [
+        [code(n), f2(m["overall"]["mat"]), f1(m["overall"]["proposed_per_step"]), f2(m["overall"]["propose_ms"]),
+         *(f2(m[t]["mat"]) for t in tasks)]
+        for n, m in methods.items()
+    ]  # fmt: skip
+    return [
+        f"Settings: {data['model']}, {data['questions']} questions, {data['max_new_tokens']} new tokens per turn; "
+        "each proposer replayed over plain decoding's answers as vLLM would call it.",
+        table(["proposer", "MAT", "proposed/step", "ms to propose", *(f"MAT {t}" for t in tasks)], rows),
+    ]
+
+
+if __name__ == "__main__":
+    main()
