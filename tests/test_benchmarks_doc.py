@@ -1,7 +1,8 @@
 """docs/benchmarks.md is what scripts/benchmarks_doc.py writes from the results committed under
 benchmarks/results/ (each file's tables by its benchmark script, the prose from benchmarks/doc_template.md),
 byte for byte, and it shows every file there: a changed result, a new one no section of the template
-names, or a result filed under another machine's folder fails here."""
+names, or a result filed under another machine's folder fails here. So do docs/serving.md's tables,
+typed by hand, where they are not the committed runs' numbers."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import os
 import shutil
 import subprocess
 import sys
+from itertools import takewhile
 from pathlib import Path
 from types import ModuleType
 
@@ -141,3 +143,33 @@ def test_draft_time_a_method_does_not_measure_is_shown_as_such():
     assert "| `vllm-suffix` | 1.50x | 2.00 | 30.0 | - | 100 % |" in text
     assert "| `hd` | 1.50x | 2.00 | 30.0 | 0.95 | 100 % |" in text
     assert "| `ar` | 1.50x | 2.00 | 30.0 | 0.00 | 100 % |" in text  # hdlib's loop: measured, and nothing drafted
+
+
+def table_rows(text: str, first: str) -> dict[str, list[str]]:
+    """The rows of the markdown table whose header begins with `first`, by their first cell."""
+    lines = takewhile(lambda line: line.startswith("|"), text[text.index(f"| {first} |") :].splitlines()[2:])
+    rows = [[cell.strip() for cell in line.strip("|").split("|")] for line in lines]
+    return {row[0]: row[1:] for row in rows}
+
+
+def test_docs_serving_tables_are_the_committed_vllm_runs():
+    """docs/serving.md's two measured tables (batch 1; served under load) are typed by hand: each number is
+    the committed run's, rounded as printed."""
+    text = (ROOT / "docs" / "serving.md").read_text(encoding="utf-8")
+    batch = json.loads((RESULTS / "xeon-amx" / "vllm_hd-vllm.json").read_text())["methods"]
+    plain = batch["vllm"]["overall"]["tokens_per_s"]
+    rows = table_rows(text, "method")
+    assert len(rows) == 4
+    for cell, (mat, tokens_per_s, ratio) in rows.items():
+        r = batch[cell.split()[0].strip("`")]["overall"]
+        assert [mat, tokens_per_s, ratio] == [f"{r['mat']:.2f}", f"{r['tokens_per_s']:.1f}",
+                                              f"{r['tokens_per_s'] / plain:.2f}x"], cell  # fmt: skip
+    served = json.loads((RESULTS / "xeon-amx" / "served_load.json").read_text())
+    methods = ["vllm", "vllm-ngram", "vllm-suffix", "vllm-hd"]
+    rows = table_rows(text, "concurrency")
+    assert [cell.split()[0] for cell in rows] == [str(c) for c in served["concurrency"]]
+    for cell, printed in rows.items():
+        c, tasks = cell.split(" ", 1)
+        levels = [served["methods"][m][c] for m in methods]
+        assert sorted(tasks.strip("()").split(", ")) == levels[0]["tasks"], cell
+        assert printed == [f"{r['tokens_per_s']:.1f} ({r['tpot_ms_p99']:.0f})" for r in levels], cell
