@@ -27,7 +27,7 @@ from hdlib.engine.loop import Decoder, DecodeSettings, decode, run
 from hdlib.engine.sampling import Sampler, Warp
 from hdlib.engine.trace import Generation, Step, StepTimes, StopReason
 from hdlib.engine.tree import DraftTree, tree_buffers
-from hdlib.engine.value import ValueBudget
+from hdlib.engine.value import AcceptancePrior, ValueBudget
 from hdlib.errors import HDError
 from hdlib.models.loading import DEFAULT_MODEL, LoadedModel, get_device, load_model
 from hdlib.tiers import BONUS, ContextSettings, ContextTier, DraftRow, DraftTier, Tier
@@ -36,6 +36,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "BONUS",
+    "AcceptancePrior",
     "DEFAULT_MODEL",
     "ContextSettings",
     "ContextTier",

@@ -2,12 +2,15 @@
 
 It reads the prompt, makes the tiers by name (`hdlib.databases`: a database may be opened or built),
 chooses the budget policy (a fixed budget, or the value-ranked tree on the model's measured forward
-time) and runs the engine's loop (`hdlib.engine.loop.Decoder`) once.
+time, starting from the acceptance prior the caller chose: `resolve_prior`) and runs the engine's
+loop (`hdlib.engine.loop.Decoder`) once.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
 
 from hdlib.databases.registry import make_tier, parse_tiers
 from hdlib.engine.budget import BudgetPolicy, FixedBudget
@@ -19,7 +22,64 @@ from hdlib.engine.trace import Generation
 from hdlib.engine.value import AcceptancePrior, ValueBudget
 from hdlib.errors import HDError
 from hdlib.models.loading import LoadedModel, context_length
+from hdlib.models.packaged import PACKAGED
+from hdlib.paths import data_dir
 from hdlib.tiers import DEFAULT_TIERS, DraftTier, Tier
+
+# The acceptance priors a generation at the auto budget may start from, by name (a file's path too).
+PRIOR_CHOICES = ("learned", "fresh", "packaged")
+PriorChoice = AcceptancePrior | str | Path | None
+
+
+def packaged_prior_path(model_name: str) -> Path | None:
+    """The acceptance prior shipped for the packaged model `model_name` (data/priors/NAME.json,
+    written by scripts/build_prior.py), or None where that model ships none (or is not packaged)."""
+    path = data_dir() / "priors" / f"{model_name}.json"
+    return path if model_name in PACKAGED and path.is_file() else None
+
+
+def named_prior(choice: PriorChoice, model_name: str) -> AcceptancePrior | None:
+    """The prior `choice` names for the model `model_name` (an `AcceptancePrior` is itself; a name or a
+    file gives a read-only one), or None for the cache's learned prior, which only the forward
+    profile's key can open.
+
+    None chooses "packaged" where the model ships a prior, else "learned". Everything `resolve_prior`
+    refuses is refused here, before a database is opened or the forward time measured.
+    """
+    if isinstance(choice, AcceptancePrior):
+        return choice
+    if choice is None:
+        choice = "packaged" if packaged_prior_path(model_name) is not None else "learned"
+    if choice == "learned":
+        return None
+    if choice == "fresh":
+        return AcceptancePrior.fresh()
+    if choice == "packaged":
+        path = packaged_prior_path(model_name)
+        if path is None:
+            shipped = ", ".join(name for name in PACKAGED if packaged_prior_path(name) is not None) or "none"
+            raise HDError(
+                f"no packaged acceptance prior for model '{model_name}' (shipped for: {shipped}): "
+                "choose the prior 'learned', 'fresh' or a file"
+            )
+        return AcceptancePrior.from_file(path, source="packaged")
+    looks_like_a_file = isinstance(choice, str) and ("/" in choice or choice.endswith(".json"))
+    if isinstance(choice, Path) or looks_like_a_file or Path(str(choice)).expanduser().is_file():
+        return AcceptancePrior.from_file(Path(choice).expanduser())  # a missing file is said as such
+    raise HDError(f"unknown acceptance prior {choice!r}: choose {', '.join(PRIOR_CHOICES)} or a JSON file's path")
+
+
+def resolve_prior(choice: PriorChoice, lm: LoadedModel, key: str | None = None) -> AcceptancePrior:
+    """The acceptance prior `choice` names for the model `lm`: an `AcceptancePrior` as it is;
+    "learned", the one this machine's cache keeps for the model and device (`key`, a forward
+    profile's key; default the one `generate` uses, measured on first use), which learns from every
+    generation; "fresh", none; "packaged", the one shipped with the packaged model (an HDError for a
+    model that ships none); a file's path (str or Path), its rates. All but "learned" are read-only.
+    None is "packaged" where the model ships a prior, else "learned"."""
+    named = named_prior(choice, lm.name)
+    if named is not None:
+        return named
+    return AcceptancePrior.for_model(key if key is not None else load_or_measure(lm.model).key)
 
 
 def generate(
@@ -37,6 +97,7 @@ def generate(
     prompt_format: str = "auto",
     drafter: Drafter | None = None,
     gate: bool = True,
+    prior: PriorChoice = None,
 ) -> Generation:
     """Answer `prompt` with HD (or plain decoding when `tiers` is empty) and return the record.
 
@@ -47,7 +108,12 @@ def generate(
     used instead of them.
     `budget` is the most draft tokens per step (the tiers fill it in order); None chooses it per
     step from the measured forward time, and asks a tier after the first only where asking it pays
-    (`hdlib.engine.gate`; `gate=False` asks every tier at every step). `temperature` 0 is greedy decoding;
+    (`hdlib.engine.gate`; `gate=False` asks every tier at every step), starting from the acceptance
+    `prior` (`resolve_prior`: "packaged", "learned", "fresh", a file or an `AcceptancePrior`; None is
+    "packaged" for the packaged model, else "learned", the cache's, which learns from every
+    generation; all but "learned" are read-only, so a generation does not depend on what ran before
+    it); the record names it (`prior_source`, `prior_digest`). At a fixed budget, or without tiers,
+    no prior is used: `prior` is accepted and ignored. `temperature` 0 is greedy decoding;
     above 0 HD samples from exactly the distribution plain sampling would (with `top_p` and `top_k`
     applied alike); `seed` makes a sampled answer reproducible (None draws one; it is kept in the
     result). With `sampling_rule` "gumbel" (the default) HD's answer for a seed is plain sampling's
@@ -72,12 +138,19 @@ def generate(
     # too long, or a budget too large, is said at once.
     check_prompt(prompt_ids, context_length(lm.model))
     fixed = FixedBudget(budget) if budget is not None else None
-    drafter = drafter or Drafter([make_tier(t, lm) for t in parse_tiers(tiers)])
+    names = parse_tiers(tiers) if drafter is None else []
+    auto = fixed is None and bool(drafter.tiers if drafter is not None else names)
+    chosen = named_prior(prior, lm.name) if auto else None  # a bad choice is said before the tiers open
+    drafter = drafter or Drafter([make_tier(t, lm) for t in names])
+    used: AcceptancePrior | None = None
     if not drafter.tiers:
         policy: BudgetPolicy = FixedBudget(0)
     elif fixed is None:
         profile = load_or_measure(lm.model)
-        policy = ValueBudget(profile, AcceptancePrior.for_model(profile.key), gate=gate)
+        used = chosen if chosen is not None else AcceptancePrior.for_model(profile.key)
+        policy = ValueBudget(profile, used, gate=gate)
     else:
         policy = fixed
-    return Decoder(lm.model, prompt_ids, drafter, settings, lm.eos_token_ids, policy).run(lm)
+    digest = used.digest() if used is not None else ""  # before a learning prior merges this generation
+    gen = Decoder(lm.model, prompt_ids, drafter, settings, lm.eos_token_ids, policy).run(lm)
+    return gen if used is None else replace(gen, prior_source=used.source, prior_digest=digest)

@@ -930,3 +930,17 @@ def test_the_tree_names_the_token_drawn_at_each_rejection_when_sampling(lm, trut
             checked += 1
             not_the_argmax += emitted != step.choices[last]
     assert checked > 10 and not_the_argmax > 0  # labels the argmax would have got wrong
+
+
+def test_the_step_through_passes_its_prior_to_every_auto_budget_generation(lm, tmp_path, monkeypatch):
+    import hdlib.decoding
+    from hdlib.engine.forward_time import flat_profile
+    from hdlib.engine.value import AcceptancePrior
+
+    monkeypatch.setenv("HDLIB_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(hdlib.decoding, "load_or_measure", lambda model, *args, **kwargs: flat_profile())
+    view = viz.StepThrough(lm, {"p": PROMPT}, tiers=["C"], max_new_tokens=8, budget=None, prior="fresh")
+    assert (view.generation.prior_source, view.generation.prior_digest) == ("fresh", AcceptancePrior.fresh().digest())
+    view.budget_choice.value = "4"  # a fixed budget: no prior
+    assert view.generation.prior_source == ""
+    assert not (tmp_path / "cache" / "acceptance").exists()

@@ -173,6 +173,10 @@ class Generation:
     temperature: float = 0.0  # 0: greedy
     seed: int | None = None  # the sampler's seed (None when greedy): with the gumbel rule, it replays the answer
     sampling_rule: str = ""  # how drafts were accepted when sampling (hdlib.engine.sampling); "" when greedy
+    # The acceptance prior the auto budget started from (`hdlib.decoding.resolve_prior`): its source
+    # ("packaged", "learned", "fresh" or a file) and the digest of its rates then; "" without one.
+    prior_source: str = ""
+    prior_digest: str = ""
 
     @property
     def tokens(self) -> list[int]:
@@ -247,6 +251,7 @@ class Generation:
                 if self.temperature > 0
                 else {}
             ),
+            **({"prior": f"{self.prior_source} ({self.prior_digest})"} if self.prior_source else {}),
         }
 
     @property

@@ -31,7 +31,7 @@ import plotly.io as pio
 from hdlib import presentation
 from hdlib.bench.specbench import load_questions
 from hdlib.databases.registry import make_tier, parse_tiers
-from hdlib.decoding import generate
+from hdlib.decoding import PriorChoice, generate
 from hdlib.engine.budget import FIXED_BUDGET
 from hdlib.engine.trace import Generation
 from hdlib.errors import HDError
@@ -161,9 +161,10 @@ class StepThrough:
     are offered unticked. `generate` (Settings -> Generation) defaults to `hdlib.generate` on `lm`
     with tiers from `tier_factory` (default: the given `DraftTier`, else `make_tier(tier, lm)`);
     tests inject a tiny model or test tiers through either. `budget` is the draft budget the budget
-    control opens on (4, 16, 64 or auto: None, the value-ranked tree). `prompts` maps labels to
-    prompt texts (default: the project's prompt set); the text box holds the prompt actually used
-    and can be typed into.
+    control opens on (4, 16, 64 or auto: None, the value-ranked tree); `prior` is the acceptance prior
+    the auto budget starts from (`hdlib.decoding.resolve_prior`; None: the packaged model's, read-only,
+    else the cache's learned one). `prompts` maps labels to prompt texts (default: the project's
+    prompt set); the text box holds the prompt actually used and can be typed into.
 
     Predict mode (`predict`): each step's tree is drawn without its verdict (no accepted path, no
     crosses, no bonus token); the student picks in `guess` the deepest draft they expect accepted,
@@ -184,11 +185,13 @@ class StepThrough:
         seed: int = 0,
         max_new_tokens: int = 64,
         budget: int | None = FIXED_BUDGET,
+        prior: PriorChoice = None,
         width: int = 80,
     ) -> None:
         if generate is None and lm is None:
             raise HDError("StepThrough needs a model (lm) or a generate function")
         self.lm = lm
+        self.prior = prior
         self.max_new_tokens = max_new_tokens
         self.width = width
         given = parse_tiers(tiers)
@@ -328,6 +331,7 @@ class StepThrough:
             budget=s.budget,
             temperature=s.temperature,
             seed=s.seed,
+            prior=self.prior,
         )
 
     def refresh(self) -> None:
