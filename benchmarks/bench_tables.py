@@ -6,7 +6,7 @@ decoding and the ranking by MAT."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from benchmarks.markdown import code, f1, f2, pct, table, x
@@ -16,7 +16,49 @@ from hdlib.models.cpu import machine_label
 
 def tables(data: Mapping[str, Any]) -> list[str]:
     """A bench results file's tables, and the lines that apply to its methods."""
-    return [*bench_tables(data), *ablation_table(data), *serving_lines(data), *mat_ranking(data)]
+    return [
+        *bench_tables(data), *comparison_table(data), *ablation_table(data), *serving_lines(data), *mat_ranking(data)
+    ]
+
+
+def spread(metrics: Mapping[str, Any], key: str, fmt: Callable[[float], str]) -> str:
+    """A metric with its 95 % interval where the file has one: '1.85x [1.62x, 2.10x]'."""
+    e = (metrics.get("intervals") or {}).get(key)
+    return fmt(metrics[key]) if e is None else interval(e, fmt)
+
+
+def interval(e: Mapping[str, Any], fmt: Callable[[float], str]) -> str:
+    """An estimate of `hdlib.bench.intervals` as written: '1.85x [1.62x, 2.10x]'."""
+    return f"{fmt(e['value'])} [{fmt(e['low'])}, {fmt(e['high'])}]"
+
+
+def questions_in(metrics: Mapping[str, Any]) -> int | None:
+    e = (metrics.get("intervals") or {}).get("speedup")
+    return int(e["n"]) if e is not None else None
+
+
+def comparison_table(data: Mapping[str, Any]) -> list[str]:
+    """The run's paired comparisons: A/B overall and per task, each with its interval and questions,
+    and what the interval allows one to say."""
+    found = data.get("comparisons") or []
+    if not found:
+        return []
+    tasks = list(found[0]["tasks"])
+
+    def verdict(e: Mapping[str, Any]) -> str:
+        return "on par" if e["low"] <= 1 <= e["high"] else ("faster" if e["low"] > 1 else "slower")
+
+    rows = [
+        [f"{code(c['a'])} / {code(c['b'])}", interval(c["overall"], x), str(c["overall"]["n"]), verdict(c["overall"]),
+         *(f"{interval(c['tasks'][t], x)} ({c['tasks'][t]['n']})" for t in tasks)]
+        for c in found
+    ]  # fmt: skip
+    return [
+        "Paired comparisons: the geometric mean over questions of one method's tokens per second over the "
+        "other's on the same question, with its 95 % interval (bootstrap over questions); \"on par\" where the "
+        "interval holds 1:",
+        table(["A / B", "ratio", "questions", "verdict", *tasks], rows),
+    ]
 
 
 TIER_ORDER = ("context", "recycled", "model", "statistics")
@@ -36,7 +78,18 @@ def bench_tables(data: Mapping[str, Any]) -> list[str]:
         f"temperature {float(data.get('temperature', 0)):g}",
         *([f"sampling rule {data['sampling_rule']}"] if data.get("sampling_rule") else []),
         f"{data.get('max_new_tokens')} new tokens per turn",
-        f"{data.get('questions')} questions",
+        f"{data.get('questions')} questions" + (f" (the {data['split']} half)" if data.get("split") else ""),
+        *([f"{data['repeats']} repeats of every method on every question"] if data.get("repeats", 1) > 1 else []),
+        *(
+            [f"the methods' order shuffled per question and repeat (seed {data['order_seed']})"]
+            if data.get("order_seed") is not None
+            else []
+        ),
+        *(
+            [f"acceptance prior {data['prior']['source']} (digest {code(data['prior']['digest'])}), read-only"]
+            if data.get("prior")
+            else []
+        ),
     ]
     shares = {name: tier_shares(m["overall"]) for name, m in methods.items()}
     seen = {t for s in shares.values() for t in s}
@@ -48,9 +101,9 @@ def bench_tables(data: Mapping[str, Any]) -> list[str]:
         rows.append(
             [
                 code(name),
-                x(o["speedup"]),
-                f2(o["mat"]),
-                f1(o["tokens_per_s"]),
+                spread(o, "speedup", x),
+                spread(o, "mat", f2),
+                spread(o, "tokens_per_s", f1),
                 f2(o["draft_ms"]) if Method.parse(name).times_phases else "-",
                 pct(o["identical_frac"]),
                 *share,
@@ -62,14 +115,20 @@ def bench_tables(data: Mapping[str, Any]) -> list[str]:
             ["method", "speedup", "MAT", "tokens/s", "draft ms/step", "identical", *(f"{t} share" for t in tiers)], rows
         ),
     ]
-    tasks = list(next(iter(methods.values()))["tasks"])
+    first = next(iter(methods.values()))
+    tasks = list(first["tasks"])
     if tasks:
+        heads = [f"{t} ({n})" if (n := questions_in(first["tasks"][t])) else t for t in tasks]
         for label, key, fmt in (("Speedup", "speedup", x), ("MAT", "mat", f2), ("Identical", "identical_frac", pct)):
             values = [[m["tasks"][t][key] for t in tasks] for m in methods.values()]
             if key == "identical_frac" and all(v == 1.0 for row in values for v in row):
                 continue
-            rows = [[code(name), *map(fmt, row)] for name, row in zip(methods, values)]
-            out += [f"{label} by task:", table(["method", *tasks], rows)]
+            rows = [
+                [code(name), *(spread(m["tasks"][t], key, fmt) if key != "identical_frac" else fmt(m["tasks"][t][key])
+                               for t in tasks)]
+                for name, m in methods.items()
+            ]  # fmt: skip
+            out += [f"{label} by task:", table(["method", *heads], rows)]
     return [*split_note(data), *out, *tier_tables(data), *machine_tables(data)]
 
 

@@ -44,11 +44,14 @@ def results_path(name: str) -> Path:
 
 
 def spec_bench_parser(doc: str, methods: str, out: str) -> argparse.ArgumentParser:
-    """--questions (Spec-Bench's file, required), --per-task, --max-new-tokens, --methods, --out
-    (default: `out` in this machine's results folder)."""
+    """--questions (Spec-Bench's file, required), --per-task, --split, --max-new-tokens, --methods,
+    --out (default: `out` in this machine's results folder)."""
     parser = argparse.ArgumentParser(description=doc.split("\n")[0])
     parser.add_argument("--questions", type=Path, required=True, help=QUESTIONS_HELP)
     parser.add_argument("--per-task", type=int, default=2)
+    parser.add_argument(
+        "--split", choices=("dev", "report"), default=None, help="only this half of the questions (default: all)"
+    )
     parser.add_argument("--max-new-tokens", type=int, default=128)
     parser.add_argument("--methods", default=methods)
     parser.add_argument("--out", type=Path, default=results_path(out))
@@ -56,10 +59,13 @@ def spec_bench_parser(doc: str, methods: str, out: str) -> argparse.ArgumentPars
 
 
 def load(args: argparse.Namespace) -> tuple[list[Question], LoadedModel]:
-    from hdlib.bench.specbench import load_questions, per_task
+    from hdlib.bench.specbench import load_questions, per_task, split
     from hdlib.models.loading import load_model
 
-    return per_task(load_questions(args.questions), args.per_task), load_model("smollm2-135m")
+    questions = load_questions(args.questions)
+    if getattr(args, "split", None):
+        questions = split(questions, args.split)
+    return per_task(questions, args.per_task), load_model("smollm2-135m")
 
 
 def write_results(out: Path | str, script: str, **fields: object) -> None:

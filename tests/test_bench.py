@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import threading
 import time
@@ -19,6 +20,7 @@ from arctic import needs_arctic_inference
 from echo import ECHO, PROMPT
 from tiny import save_tiny
 
+import hdlib
 import hdlib.bench.run
 import hdlib.models.cpu
 import hdlib.models.loading
@@ -38,16 +40,19 @@ from hdlib.bench import (
     spearman,
 )
 from hdlib.bench.log import ResultsLog, raw_path, run_settings
-from hdlib.bench.specbench import Question, load_questions, per_task
+from hdlib.bench.specbench import Question, load_questions, per_task, split
 from hdlib.cli import main
 from hdlib.errors import HDError
 from hdlib.tiers import BONUS, Tier
 from hdlib.tiers.peers import SuffixDecodingTier, TokenRecyclingTier
 
 METHODS = ["hf", "hf-pld", "hd:C"]
-METRIC_KEYS = {"speedup", "mat", "tokens_per_s", "draft_ms", "overhead_frac", "identical_frac", "tier_share"}
+METRIC_KEYS = {
+    "speedup", "mat", "tokens_per_s", "draft_ms", "overhead_frac", "identical_frac", "tier_share", "intervals",
+}  # fmt: skip
 TOP_KEYS = {
     "machine", "model", "device", "dtype", "temperature", "prompt_format", "max_new_tokens", "questions", "methods",
+    "order_seed", "prior", "comparisons",
 }  # fmt: skip
 ROWS = [
     {"question_id": 11, "category": "writing", "turns": ["hello world how are you", "how are you world"]},
@@ -249,13 +254,18 @@ def test_results_have_the_specified_schema(results):
         assert list(per["tasks"]) == ["mt_bench", "translation", "rag"]  # Spec-Bench's task order
         for metrics in [per["overall"], *per["tasks"].values()]:
             assert set(metrics) == METRIC_KEYS | ({"tiers"} if "tiers" in metrics else set())
-            assert all(isinstance(metrics[k], float) for k in METRIC_KEYS - {"tier_share"})
+            assert all(isinstance(metrics[k], float) for k in METRIC_KEYS - {"tier_share", "intervals"})
+            assert set(metrics["intervals"]) == {"speedup", "mat", "tokens_per_s"}
+            for name, e in metrics["intervals"].items():
+                assert e["low"] <= metrics[name] == e["value"] <= e["high"] and e["n"] >= 1
             for tier in metrics.get("tiers", {}).values():  # hdlib's methods: what each tier drafted, and when
                 assert set(tier) == {"alone", "shared", "asked", "lookup_ms"}
                 assert all(isinstance(v, float) and v >= 0 for v in tier.values())
     assert set(results["methods"]["hd:C"]["overall"]["tiers"]) == {"context"}
     assert results["methods"]["hd:C"]["overall"]["tiers"]["context"]["asked"] > 0.9  # every step with room
     assert "tiers" not in results["methods"]["hf"]["overall"]
+    assert [(c["a"], c["b"]) for c in results["comparisons"]] == [("hd:C", "hf-pld")]  # hd against the best peer
+    assert results["comparisons"][0]["overall"]["n"] == 4 and set(results["prior"]) == {"source", "digest"}
     json.dumps(results, allow_nan=False)
 
 
@@ -272,21 +282,31 @@ def test_lossless_methods_reproduce_ar_and_plain_methods_take_one_token_per_step
     assert 0.0 < methods["hf"]["overall"]["overhead_frac"] < 1.0
 
 
-def test_metrics_follow_spec_bench():
+def test_metrics_follow_spec_bench_with_a_paired_speedup_and_repeats_pooled():
     def turn(tokens, steps, wall, digest="a", tiers=None):
         return Turn(tokens, steps, wall, 0.001, 0.5 * wall, wall, tiers or {"bonus": tokens}, digest)
 
     base, fast = Tally(), Tally()
-    base.add([turn(10, 10, 1.0)], [turn(10, 10, 1.0)])  # 10 tokens/s
-    base.add([turn(30, 30, 1.0)], [turn(30, 30, 1.0)])  # 30 tokens/s
-    fast.add([turn(10, 4, 0.5, tiers={"context": 6, "bonus": 4})], [turn(10, 10, 1.0)])  # 20 tokens/s
-    fast.add([turn(30, 10, 1.0, digest="b", tiers={"bonus": 30})], [turn(30, 30, 1.0)])  # 30 tokens/s, different
+    base.add(1, [turn(10, 10, 1.0)], [turn(10, 10, 1.0)])  # 10 tokens/s
+    base.add(2, [turn(30, 30, 1.0)], [turn(30, 30, 1.0)])  # 30 tokens/s
+    fast.add(1, [turn(10, 4, 0.5, tiers={"context": 6, "bonus": 4})], [turn(10, 10, 1.0)])  # 20 tokens/s
+    fast.add(2, [turn(30, 10, 1.0, digest="b", tiers={"bonus": 30})], [turn(30, 30, 1.0)])  # 30 tokens/s, different
     m = fast.metrics(base)
-    assert m.speedup == pytest.approx(25 / 20)  # mean of per-question throughputs, then the ratio
+    assert m.speedup == pytest.approx((2.0 * 1.0) ** 0.5)  # the geometric mean of the paired ratios 2 and 1
+    assert m.tokens_per_s == pytest.approx(25.0)  # the mean of per-question throughputs
     assert m.mat == pytest.approx(40 / 14)  # over all steps
     assert m.identical_frac == 0.5
     assert m.tier_share == pytest.approx({"context": 6 / 40, "bonus": 34 / 40})
     assert m.draft_ms == pytest.approx(1e3 * 0.002 / 14) and m.overhead_frac == pytest.approx(0.5)
+    assert {k: e.n for k, e in m.intervals.items()} == {"speedup": 2, "mat": 2, "tokens_per_s": 2}
+    assert m.intervals["speedup"].low <= m.speedup <= m.intervals["speedup"].high
+    # A second repeat of question 2, twice as slow and not `ar`'s: pooled with the first (60 tokens
+    # in 3 s), and the question is no longer identical.
+    fast.add(2, [turn(30, 10, 2.0, tiers={"bonus": 30})], [turn(30, 30, 1.0)])
+    base.add(2, [turn(30, 30, 1.0)], [turn(30, 30, 1.0)])
+    m = fast.metrics(base)
+    assert m.speedup == pytest.approx((2.0 * (20 / 30)) ** 0.5) and m.identical_frac == 0.5
+    assert m.intervals["speedup"].n == 2  # questions, not answers
 
 
 def test_sampled_runs_are_seeded(lm):
@@ -411,7 +431,8 @@ def structure(results):
     """The results without the measured numbers: keys, tasks, settings, identity (not how and when
     the command was given)."""
     return {
-        "top": {k: v for k, v in results.items() if k not in ("methods", "command", "date")},
+        "top": {k: v for k, v in results.items() if k not in ("methods", "command", "date", "comparisons")},
+        "pairs": [(c["a"], c["b"]) for c in results.get("comparisons", [])],
         "methods": {
             name: {
                 "metrics": sorted(m["overall"]),
@@ -429,7 +450,9 @@ def test_cli_writes_json_and_an_offline_html_report(capsys, folder, tmp_path):
     assert main(bench_argv(folder, questions, out, "--html", str(report))) == 0
     printed = capsys.readouterr().out
     assert "ar vs hf: ar is" in printed and "hd:C" in printed and "identical_frac" in printed
-    rows = {line.split()[0]: line.split() for line in printed.splitlines() if line.split()}
+    unindented = [line for line in printed.splitlines() if line[:1].strip()]
+    cells = [re.sub(r" \[[^\]]*\]", "", line).split() for line in unindented]  # intervals left out
+    rows = {c[0]: c for c in cells}  # each method's last row: the overall table's
     assert rows["hf"][4:6] == ["-", "-"]  # transformers' generate times no drafting apart: not shown as 0
     assert rows["hd:C"][4] != "-" and float(rows["hd:C"][4]) > 0
     results = json.loads(out.read_text())
@@ -597,6 +620,11 @@ def test_resume_refuses_other_settings_and_drops_a_cut_line(tmp_path):
         (["--max-new-tokens", "0"], "must be at least 1"),
         (["--temperature", "-1"], "temperature must be a finite number >= 0"),
         (["--out", "/no/such/folder/r.json"], "does not exist"),
+        (["--repeats", "0"], "must be at least 1"),
+        (["--split", "half"], "invalid choice: 'half'"),
+        (["--compare", "hf"], "two different method names, A,B, are needed"),
+        (["--compare", "hf,suffix"], "--compare hf,suffix: two methods of the same pass are needed"),
+        (["--methods", "hd,vllm-hd", "--compare", "hd,vllm-hd"], "two methods of the same pass"),
     ],
 )
 def test_cli_refuses_bad_arguments_before_loading_the_model(capsys, tmp_path, no_model_load, extra, message):
@@ -670,3 +698,70 @@ def test_the_report_sets_vllms_methods_against_its_plain_decoding():
     line = serving_line(BenchResults("m", "cpu", "float32", {}, 0.0, 10, 1, results))
     assert "vllm-ngram 2.00x" in line and "vllm (plain) 20.0 tok/s, 2.00x ar" in line
     assert serving_line(BenchResults("m", "cpu", "float32", {}, 0.0, 10, 1, {"ar": results["ar"]})) == ""
+
+
+def test_repeats_run_every_method_on_every_question_in_a_recorded_shuffled_order(lm):
+    questions = load_questions(write_questions(Path(lm.source).parent / "rq.jsonl"))[:3]
+    seen = []
+    r = run_benchmark(lm, questions, ["hf", "hd:C"], 6, lambda q, a: seen.append(a), repeats=2, order_seed=7)
+    assert [a.key for a in seen] == [(q.question_id, rep) for rep in (0, 1) for q in questions]  # repeat by repeat
+    for a in seen:
+        assert sorted(a.order) == ["ar", "hd:C", "hf"] and list(a.runs) == ["ar", "hf", "hd:C"]
+        assert a.order == hdlib.bench.run.method_order(["ar", "hf", "hd:C"], 7, a.question_id, a.repeat)
+        assert QuestionRuns.from_json(json.loads(json.dumps(a.to_json()))) == a
+    assert len({tuple(a.order) for a in seen}) > 1  # shuffled, not one fixed order
+    assert r.repeats == 2 and r.order_seed == 7 and r.methods["hd:C"].overall.identical_frac == 1.0
+    assert r.methods["hd:C"].overall.intervals["speedup"].n == 3  # repeats pooled within a question
+    orders = [hdlib.bench.run.method_order(["a", "b", "c", "d"], 0, q, 0) for q in range(40)]
+    assert {o[0] for o in orders} == {"a", "b", "c", "d"}  # every method is sometimes first
+
+
+def test_reversing_the_methods_leaves_each_hd_methods_first_budget_and_prior_unchanged(lm, tmp_path, monkeypatch):
+    monkeypatch.setenv("HDLIB_CACHE", str(tmp_path / "cache"))
+    hdlib.generate(lm, "hello world how are you", "C", max_new_tokens=24, prior="learned")  # a prior with history
+    learned = sorted((tmp_path / "cache" / "acceptance").glob("*.json"))
+    assert len(learned) == 1
+    before = learned[0].read_text()
+    questions = load_questions(write_questions(tmp_path / "q.jsonl"))
+    names = ["hd:C", "hf-pld", "hd:C+window", "hf"]
+    firsts, priors = [], []
+    for order in (names, names[::-1]):
+        answered = []
+        r = run_benchmark(lm, questions, order, 10, lambda q, a: answered.append(a), prior="learned")
+        firsts.append({(a.question_id, n, i): t.first_budget for a in answered for n in ("hd:C", "hd:C+window")
+                       for i, t in enumerate(a.runs[n])})  # fmt: skip
+        priors.append(r.prior)
+    assert firsts[0] == firsts[1] and all(v is not None for v in firsts[0].values())
+    assert priors[0] == priors[1] and priors[0]["source"] == "learned"
+    assert learned[0].read_text() == before  # the run read the prior, and never wrote it
+
+
+def test_the_split_gives_each_category_first_half_to_dev_and_the_rest_to_report():
+    rows = [Question(i, cat, ("x",)) for cat, n in (("writing", 10), ("coding", 10), ("qa", 80), ("rag", 5)) for i in
+            range(1000 * len(cat), 1000 * len(cat) + n)]  # fmt: skip
+    dev, report = split(rows, "dev"), split(rows, "report")
+    assert len(dev) == 5 + 5 + 40 + 2 and len(report) == 5 + 5 + 40 + 3
+    assert {q.question_id for q in dev}.isdisjoint({q.question_id for q in report})
+    assert sorted(dev + report, key=rows.index) == rows
+    by_cat = {c: [q for q in rows if q.category == c] for c in ("writing", "qa", "rag")}
+    assert [q for q in dev if q.category == "qa"] == by_cat["qa"][:40]  # the first half, in file order
+    assert [q for q in report if q.category == "rag"] == by_cat["rag"][2:]
+    assert per_task(report, 3)[:3] == by_cat["writing"][5:8]  # --split report --per-task 3: the report half's first
+    with pytest.raises(HDError, match="unknown split 'test'"):
+        split(rows, "test")
+
+
+def test_cli_repeats_split_and_compare_reach_the_results(capsys, folder, tmp_path):
+    rows = [{"question_id": i, "category": "qa", "turns": [f"hello world how {i}"]} for i in range(1, 7)]
+    questions = write_questions(tmp_path / "q.jsonl", rows)
+    out = tmp_path / "r.json"
+    argv = bench_argv(folder, questions, out, "--split", "report", "--repeats", "2", "--compare", "hf,hf-pld")
+    assert main(argv) == 0
+    printed = capsys.readouterr().out
+    data = json.loads(out.read_text())
+    assert data["questions"] == 3 and data["split"] == "report" and data["repeats"] == 2
+    raw = [json.loads(line) for line in raw_path(out).read_text().splitlines()[1:]]
+    assert [(r["question_id"], r.get("repeat", 0)) for r in raw] == [(q, rep) for rep in (0, 1) for q in (4, 5, 6)]
+    assert [(c["a"], c["b"]) for c in data["comparisons"]] == [("hf", "hf-pld"), ("hd:C", "hf-pld")]
+    assert "run: 2 repeats of every method on every question" in printed and "the report half" in printed
+    assert "hf against hf-pld: " in printed and "over 3 questions" in printed and "qa (3)" in printed

@@ -46,6 +46,9 @@ def fails(capsys, argv: list[str], message: str) -> None:
         (["generate", "--prompt", "hi", "--temperature", "1", "--sampling-rule", "coin"], "invalid choice: 'coin'"),
         (["generate"], "one of the arguments --prompt --prompt-file is required"),
         (["generate", "--prompt", "hi", "--prompt-file", "x"], "not allowed with argument"),
+        (["generate", "--prompt", "hi", "--prior", "fersh"], "unknown acceptance prior 'fersh': choose learned, fresh"),
+        (["generate", "--prompt", "hi", "--prior", "nowhere.json"], "acceptance prior nowhere.json: no such file"),
+        (["generate", "--prompt", "hi", "--model", "gemma3-270m", "--prior", "packaged"], "no packaged acceptance"),
         (["frobnicate"], "invalid choice"),
     ],
 )
@@ -127,6 +130,33 @@ def test_generate_says_what_the_rejection_rule_promises(capsys, tmp_path):
     out = capsys.readouterr().out
     assert "replays it" not in out and "a seed does not replay it" in out
     assert "output identical" in out or "a different sample from the same distribution" in out
+
+
+def test_the_prior_flag_reaches_generate_and_the_summary_names_the_prior(capsys, folder, tmp_path, monkeypatch):
+    import hdlib.decoding
+    from hdlib.engine.forward_time import flat_profile
+    from hdlib.engine.value import AcceptancePrior
+
+    monkeypatch.setenv("HDLIB_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(hdlib.decoding, "load_or_measure", lambda model, *args, **kwargs: flat_profile())
+    argv = ["generate", "--prompt", PROMPT, "--model", str(folder), "--tiers", "C", "--max-new-tokens", "8"]
+    assert main([*argv, "--prior", "fresh", "--no-compare", "--color", "never"]) == 0
+    out = capsys.readouterr().out
+    assert f"auto budget's acceptance prior: fresh (digest {AcceptancePrior.fresh().digest()}" in out
+    assert not (tmp_path / "cache" / "acceptance").exists()  # read-only: nothing learned, nothing written
+    assert main([*argv, "--no-compare", "--color", "never"]) == 0  # the default: a local model's is learned
+    assert "auto budget's acceptance prior: learned (digest" in capsys.readouterr().out
+    assert len(list((tmp_path / "cache" / "acceptance").iterdir())) == 1
+    assert main([*argv, "--budget", "4", "--prior", "fersh", "--no-compare", "--color", "never"]) == 0
+    assert "acceptance prior" not in capsys.readouterr().out  # a fixed budget uses no prior
+
+
+def test_generate_help_lists_the_prior_choices_and_the_default(capsys):
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["generate", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "--prior CHOICE" in text and "packaged (the one shipped" in text and "learned (this machine's" in text
+    assert "fresh (none)" in text and "default packaged where the model ships one, else learned" in text
 
 
 def test_it_shows_in_the_cli_summary_in_its_colour(registered, folder, capsys):

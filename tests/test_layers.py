@@ -50,6 +50,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("databases",),
     ("decoding",),  # generate(): a prompt, tiers by name, a budget policy, the loop
     ("bench.specbench", "bench.divergence"),  # Spec-Bench's questions; where two answers part, and why
+    ("bench.intervals",),  # numbers with their spread: bootstrap intervals over questions, paired ratios
     ("bench.baselines", "bench.paper"),  # transformers' methods; the paper's HD as its authors ran it
     ("bench.serving",),  # vLLM's engines as bench methods, and the second pass in vLLM's environment
     ("bench.methods", "bench.records"),  # the method names; turns, questions, metrics, results

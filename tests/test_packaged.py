@@ -224,3 +224,32 @@ def test_the_seeded_cli_command_replays_its_answer_and_equals_plain_sampling(cap
     assert len(answers) == 1, answers
     for out in outs:
         assert "with seed 7 (--seed 7 replays it)" in out and "output identical" in out
+
+
+def test_two_runs_on_an_empty_acceptance_cache_give_the_same_mat_within_its_interval(lm, tmp_path, monkeypatch):
+    """Nothing one run learns reaches the next: both start from the packaged prior, read-only, and
+    write no prior of their own; their first steps are alike, and each run's MAT lies within the
+    other's interval (what is left between them is the auto budget following this machine's timings)."""
+    from hdlib.bench import run_benchmark
+    from hdlib.bench.specbench import Question
+    from hdlib.paths import cache_dir
+
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    for built in ("models", "db", "forward", "kernels"):  # what the cache builds once, without any prior
+        if (cache_dir() / built).exists():
+            (cache / built).symlink_to(cache_dir() / built)
+    monkeypatch.setenv("HDLIB_CACHE", str(cache))
+    questions = [Question(i, "qa", (p,)) for i, p in enumerate(PROMPTS[:6])]
+    seen: list[list] = [[], []]
+    runs = [
+        run_benchmark(lm, questions, ["hd"], max_new_tokens=64, on_question=lambda q, a, i=i: seen[i].append(a))
+        for i in range(2)
+    ]
+    assert runs[0].prior == runs[1].prior and runs[0].prior["source"] == "packaged"
+    assert not (cache / "acceptance").exists()  # read, never written
+    firsts = [[t.first_budget for a in s for t in a.runs["hd"]] for s in seen]
+    assert firsts[0] == firsts[1]
+    first, second = (r.methods["hd"].overall for r in runs)
+    assert first.intervals["mat"].contains(second.mat) and second.intervals["mat"].contains(first.mat)
+    assert first.identical_frac == second.identical_frac == 1.0

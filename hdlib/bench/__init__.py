@@ -8,8 +8,8 @@ of C, M, S. Any hd method may end in `@N` to draft a fixed N tokens per step ins
 chosen per step from the measured forward time (`hd:CMS@64`; `hd:all-orders@16` puts `@16` on every
 order): where the forward time is flat in k (a GPU) what counts is the MAT at a large fixed budget,
 and that can be measured on any machine. Question by question, after a warm-up, every method answers
-every turn (the conversation so far is the baseline's), so the drift of a shared machine hits all of
-them alike.
+every turn (the conversation so far is the baseline's) in a shuffled order, so the drift of a shared
+machine hits all of them alike.
 
 Each answered turn is kept as a `Turn` (counts, seconds, a digest of the tokens) and each question
 as a `QuestionRuns` record; the metrics are computed from those records only, so a run resumed from
@@ -20,15 +20,21 @@ a `BenchResults` (each method's `Metrics` overall and per task); `to_json` write
 Tier letters in `hd:ORDER` are any known tier's (`hdlib.databases.registry.register_tier`): `hd:CX` asks the
 context tier, then the tier whose letter is X.
 
-Metrics follow Spec-Bench: throughput per question = new tokens / wall time over its turns; speedup =
-mean throughput of the method / mean throughput of `ar`; MAT = mean tokens per step over all steps
-(the bonus token included); `identical_frac` = share of questions whose every turn is token for
-token `ar`'s. At temperature > 0 hdlib's methods sample with the same seeds, and with the default
+Metrics: throughput per question = new tokens / wall time over its turns (and its repeats, pooled);
+speedup = the geometric mean over questions of the method's throughput over `ar`'s on the same
+question (the paired ratio); MAT = mean tokens per step over all steps (the bonus token included);
+`identical_frac` = share of questions whose every turn is token for token `ar`'s. Speedup, MAT and
+tokens per second carry a 95 % interval from a bootstrap over questions (`intervals`), and a run
+compares pairs of methods the same way (`--compare`). With `repeats` every method answers every
+question several times, in an order shuffled per question and repeat; every hd method starts from
+one read-only snapshot of the acceptance prior, so no method's numbers depend on which ran before it.
+At temperature > 0 hdlib's methods sample with the same seeds, and with the default
 sampling rule ("gumbel") every hd method's answer is `ar`'s too; with "rejection", and for
 transformers' methods, only the distribution is the same.
 
 The package: `methods` (the names), `records` (turns, questions, metrics, results and their JSON),
-`run` (answering, interleaved), `reports` (the printed tables), `ranking` (against the paper's order
+`intervals` (bootstrap intervals over questions, paired comparisons), `run` (answering, repeated and
+interleaved), `reports` (the printed tables), `ranking` (against the paper's order
 ablation).
 """
 

@@ -1,8 +1,9 @@
 """The raw results file of a benchmark run: written as it goes, so that `--resume` can continue it.
 
 JSON lines. The first holds the run's settings, `{"settings": {...}}`: model, device, temperature,
-max_new_tokens, the methods (expanded, `ar` first), the question ids in order and a digest of the
-questions' text. Each further line is one answered question (`hdlib.bench.QuestionRuns.to_json`: each
+max_new_tokens, the repeats and the seed of the methods' order, the acceptance prior's digest, the
+methods (expanded, `ar` first), the question ids in order and a digest of the questions' text. Each
+further line is one answered question in one repeat (`hdlib.bench.QuestionRuns.to_json`: each
 method's per-turn counts, seconds, tokens per tier and a digest of the output tokens). A line is
 written whole, flushed and synced before the next question starts, so an interrupted run loses at
 most the question it was on; a last line cut short by a crash is dropped on resume.
@@ -35,8 +36,12 @@ def run_settings(
     dtype: str = "float32",
     sampling_rule: str = "gumbel",
     prompt_format: str = "auto",
+    repeats: int = 1,
+    order_seed: int = 0,
+    prior: str = "",
 ) -> dict[str, object]:
-    """What must not change between an interrupted run and its resumption."""
+    """What must not change between an interrupted run and its resumption (`prior`: the digest of
+    the acceptance prior's snapshot; "" where no method uses one)."""
     text = json.dumps([[q.question_id, q.category, list(q.turns)] for q in questions], ensure_ascii=False)
     return {
         "model": model,
@@ -46,6 +51,9 @@ def run_settings(
         **({"sampling_rule": sampling_rule} if temperature > 0 else {}),
         **({"prompt_format": prompt_format} if prompt_format != "auto" else {}),  # (as dtype: older logs resume)
         "max_new_tokens": int(max_new_tokens),
+        **({"repeats": int(repeats)} if repeats != 1 else {}),  # (as dtype: older logs resume)
+        "order_seed": int(order_seed),
+        **({"prior": prior} if prior else {}),
         "methods": list(methods),
         "question_ids": [q.question_id for q in questions],
         "questions_digest": hashlib.sha256(text.encode()).hexdigest()[:16],

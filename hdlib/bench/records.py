@@ -12,6 +12,7 @@ from typing import Any
 
 from hdlib.bench.baselines import HFGeneration
 from hdlib.bench.divergence import Divergence
+from hdlib.bench.intervals import Comparison, Estimate, geometric_mean, mean, ratio_of_sums
 from hdlib.engine.trace import Generation
 from hdlib.errors import HDError
 
@@ -82,6 +83,7 @@ class Turn:
     tiers: dict[str, int]  # emitted tokens per tier by name, bonus tokens under "bonus"; {} for transformers
     digest: str  # of the token ids, to tell identical outputs
     drafting: dict[str, TierWork] = field(default_factory=dict)  # per tier by name; {} where none drafted
+    first_budget: int | None = None  # hdlib's: the draft tokens its first step verified (None: not hdlib's)
     text: str = field(default="", compare=False, repr=False)  # the answer; not kept in the file
     ids: tuple[int, ...] = field(default=(), compare=False, repr=False)  # its token ids; not kept either
     prompt_ids: tuple[int, ...] = field(default=(), compare=False, repr=False)  # the prompt's; not kept
@@ -92,7 +94,8 @@ class Turn:
         tiers = {tier.name: n for tier, n in sorted(g.tier_counts.items(), key=lambda item: item[0].name)}
         counts = (len(g.tokens), len(g.steps), g.wall_s, t.draft, t.overhead, t.total, tiers, digest(g.tokens))
         drafting = {r.tier.name: TierWork(r.alone, r.shared, r.asked, r.lookup_s) for r in g.tier_stats()}
-        return cls(*counts, drafting, text=g.text, ids=tuple(g.tokens), prompt_ids=tuple(g.prompt_ids))
+        first = g.steps[0].tree.n_drafted if g.steps else 0
+        return cls(*counts, drafting, first, text=g.text, ids=tuple(g.tokens), prompt_ids=tuple(g.prompt_ids))
 
     @classmethod
     def of_transformers(cls, g: HFGeneration, text: str) -> Turn:
@@ -116,6 +119,8 @@ class Turn:
         }
         if self.drafting:
             row["drafting"] = {name: work.to_json() for name, work in self.drafting.items()}
+        if self.first_budget is not None:
+            row["first_budget"] = self.first_budget
         return row
 
     @classmethod
@@ -127,6 +132,7 @@ class Turn:
             _tier_counts(row["tiers"], int),
             str(row["digest"]),
             {str(name): TierWork.from_json(work) for name, work in row.get("drafting", {}).items()},
+            int(row["first_budget"]) if row.get("first_budget") is not None else None,
         )
 
 
@@ -157,26 +163,37 @@ class QuestionRuns:
     divergences: list[TurnDivergence] = field(default_factory=list)  # the hd turns that part from `ar`'s
     # `hdlib.models.cpu.describe_machine()` where it was answered; None: not recorded
     machine: dict[str, Any] | None = None
+    repeat: int = 0  # which of the run's repeats (0 for a run of one)
+    order: list[str] = field(default_factory=list)  # the order the methods answered in ([]: not recorded)
+
+    @property
+    def key(self) -> tuple[int, int]:
+        """(question id, repeat): what a run answers once."""
+        return self.question_id, self.repeat
 
     def to_json(self) -> dict[str, object]:
         runs = {name: [t.to_json() for t in turns] for name, turns in self.runs.items()}
         parted = {"divergences": [d.to_json() for d in self.divergences]} if self.divergences else {}
         where = {"machine": self.machine} if self.machine is not None else {}
-        return {"question_id": self.question_id, "task": self.task, "runs": runs, **parted, **where}
+        repeat = {"repeat": self.repeat} if self.repeat else {}
+        order = {"order": list(self.order)} if self.order else {}
+        return {"question_id": self.question_id, "task": self.task, **repeat, **order, "runs": runs, **parted, **where}
 
     @classmethod
     def from_json(cls, row: Mapping[str, Any]) -> QuestionRuns:
         runs = {str(name): [Turn.from_json(t) for t in turns] for name, turns in row["runs"].items()}
         parted = [TurnDivergence.from_json(d) for d in row.get("divergences", [])]
         machine = dict(row["machine"]) if row.get("machine") is not None else None
-        return cls(int(row["question_id"]), str(row["task"]), runs, parted, machine)
+        order = [str(n) for n in row.get("order", [])]
+        return cls(int(row["question_id"]), str(row["task"]), runs, parted, machine, int(row.get("repeat", 0)), order)
 
 
 @dataclass(frozen=True)
 class Metrics:
-    """Spec-Bench's numbers for one method over some questions (see the module docstring)."""
+    """Spec-Bench's numbers for one method over some questions (see the module docstring), the first
+    three with their intervals over questions (`hdlib.bench.intervals`)."""
 
-    speedup: float  # mean throughput over `ar`'s
+    speedup: float  # geometric mean over questions of the paired throughput ratio to `ar`'s
     mat: float  # tokens per step, the bonus token included
     tokens_per_s: float  # mean throughput per question
     draft_ms: float  # asking the tiers, per step
@@ -185,18 +202,23 @@ class Metrics:
     tier_share: dict[str, float]  # emitted tokens by tier name, the bonus token's under "bonus"; {} for transformers
     # Per tier: what it drafted alone and shared, how often it was asked, its drafting time ({}: not recorded)
     tiers: dict[str, TierMetrics] = field(default_factory=dict)
+    # speedup, mat, tokens_per_s with their 95 % intervals and question counts ({}: results from before them)
+    intervals: dict[str, Estimate] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         detail = {"tiers": {t: m.to_json() for t, m in self.tiers.items()}} if self.tiers else {}
-        return {**{k: getattr(self, k) for k in METRICS}, "tier_share": dict(self.tier_share), **detail}
+        spread = {"intervals": {k: e.to_json() for k, e in self.intervals.items()}} if self.intervals else {}
+        return {**{k: getattr(self, k) for k in METRICS}, "tier_share": dict(self.tier_share), **detail, **spread}
 
     @classmethod
     def from_json(cls, row: Mapping[str, Any]) -> Metrics:
         tiers = {str(t): TierMetrics.from_json(m) for t, m in row.get("tiers", {}).items()}
-        return cls(*(float(row[k]) for k in METRICS), _tier_counts(row.get("tier_share", {}), float), tiers)
+        spread = {str(k): Estimate.from_json(e) for k, e in row.get("intervals", {}).items()}
+        return cls(*(float(row[k]) for k in METRICS), _tier_counts(row.get("tier_share", {}), float), tiers, spread)
 
 
 METRICS = ("speedup", "mat", "tokens_per_s", "draft_ms", "overhead_frac", "identical_frac")  # the float ones
+WITH_INTERVALS = ("speedup", "mat", "tokens_per_s")
 
 
 @dataclass(frozen=True)
@@ -233,6 +255,11 @@ class BenchResults:
     divergences: list[TurnDivergence] = field(default_factory=list)  # every hd turn that parts from `ar`'s
     prompt_format: str = ""  # how questions were encoded ("chat-template", "vicuna", "raw"); "" where not recorded
     by_machine: list[dict[str, Any]] = field(default_factory=list)  # answered on several machines: split_by_machine
+    repeats: int = 1  # times every method answered every question
+    order_seed: int | None = None  # the seed of the methods' order per question and repeat; None: `ar` first
+    split: str = ""  # the half of Spec-Bench's questions ("dev", "report"; "": all or not recorded)
+    prior: dict[str, str] = field(default_factory=dict)  # the auto budget's acceptance prior: source, digest
+    comparisons: list[Comparison] = field(default_factory=list)  # paired ratios of two methods (`--compare`)
 
     @property
     def tasks(self) -> list[str]:
@@ -245,7 +272,17 @@ class BenchResults:
         methods = {name: m.to_json() for name, m in self.methods.items()}
         parted = {"divergences": [d.to_json() for d in self.divergences]} if self.divergences else {}
         split = {"by_machine": self.by_machine} if self.by_machine else {}
-        return {**head, **rule, **fmt, "questions": self.questions, "methods": methods, **parted, **split, **self.extra}
+        design = {
+            **({"repeats": self.repeats} if self.repeats != 1 else {}),
+            **({"order_seed": self.order_seed} if self.order_seed is not None else {}),
+            **({"split": self.split} if self.split else {}),
+            **({"prior": dict(self.prior)} if self.prior else {}),
+        }
+        compared = {"comparisons": [c.to_json() for c in self.comparisons]} if self.comparisons else {}
+        return {
+            **head, **rule, **fmt, **design, "questions": self.questions, "methods": methods, **compared, **parted,
+            **split, **self.extra,
+        }  # fmt: skip
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> BenchResults:
@@ -253,7 +290,8 @@ class BenchResults:
         as empty)."""
         known = {
             "model", "device", "dtype", "machine", "temperature", "sampling_rule", "prompt_format", "max_new_tokens",
-            "questions", "methods", "divergences", "by_machine",
+            "questions", "methods", "divergences", "by_machine", "repeats", "order_seed", "split", "prior",
+            "comparisons",
         }  # fmt: skip
         missing = [k for k in REQUIRED_FIELDS if k not in data]
         if missing:
@@ -275,7 +313,15 @@ class BenchResults:
             divergences=[TurnDivergence.from_json(d) for d in data.get("divergences", [])],
             prompt_format=str(data.get("prompt_format", "")),
             by_machine=[dict(m) for m in data.get("by_machine", [])],
+            repeats=int(data.get("repeats", 1)),
+            order_seed=int(data["order_seed"]) if data.get("order_seed") is not None else None,
+            split=str(data.get("split", "")),
+            prior={str(k): str(v) for k, v in data.get("prior", {}).items()},
+            comparisons=[Comparison.from_json(c) for c in data.get("comparisons", [])],
         )
+
+    def comparison(self, a: str, b: str) -> Comparison | None:
+        return next((c for c in self.comparisons if (c.a, c.b) == (a, b)), None)
 
     @classmethod
     def of(cls, results: BenchResults | Mapping[str, Any]) -> BenchResults:
@@ -285,24 +331,25 @@ class BenchResults:
 
 @dataclass
 class Tally:
-    """Sums over the questions one method answered."""
+    """Sums over the questions one method answered, each question's repeats pooled."""
 
-    throughputs: list[float] = field(default_factory=list)  # one per question
+    per_question: dict[int, list[float]] = field(default_factory=dict)  # question id -> [tokens, wall s, steps]
+    identical: dict[int, bool] = field(default_factory=dict)  # question id -> every turn of every repeat `ar`'s
     tokens: int = 0
     steps: int = 0
-    identical: list[bool] = field(default_factory=list)
     tier_tokens: Counter[str] = field(default_factory=Counter)
     drafting: dict[str, TierWork] = field(default_factory=dict)
     draft_s: float = 0.0
     overhead_s: float = 0.0
     step_s: float = 0.0
 
-    def add(self, turns: Sequence[Turn], baseline: Sequence[Turn]) -> None:
-        wall = sum(t.wall_s for t in turns)
-        self.throughputs.append(sum(t.tokens for t in turns) / wall if wall > 0 else 0.0)
-        self.identical.append(
-            len(turns) == len(baseline) and all(t.digest == b.digest for t, b in zip(turns, baseline))
-        )
+    def add(self, question_id: int, turns: Sequence[Turn], baseline: Sequence[Turn]) -> None:
+        pooled = self.per_question.setdefault(question_id, [0.0, 0.0, 0.0])
+        pooled[0] += sum(t.tokens for t in turns)
+        pooled[1] += sum(t.wall_s for t in turns)
+        pooled[2] += sum(t.steps for t in turns)
+        same = len(turns) == len(baseline) and all(t.digest == b.digest for t, b in zip(turns, baseline))
+        self.identical[question_id] = self.identical.get(question_id, True) and same
         for t in turns:
             self.tokens += t.tokens
             self.steps += t.steps
@@ -313,38 +360,69 @@ class Tally:
             self.overhead_s += t.overhead_s
             self.step_s += t.step_s
 
+    def throughputs(self) -> dict[int, float]:
+        """Tokens per second per question, over every turn of every repeat."""
+        return {q: tokens / wall if wall > 0 else 0.0 for q, (tokens, wall, _) in self.per_question.items()}
+
     def metrics(self, baseline: Tally) -> Metrics:
-        mean = sum(self.throughputs) / len(self.throughputs)
-        base = sum(baseline.throughputs) / len(baseline.throughputs)
+        ours, base = self.throughputs(), baseline.throughputs()
+        speedup = paired_ratio(ours, base)
+        rate = mean(list(ours.values()))
+        pooled = list(self.per_question.values())
+        mat = ratio_of_sums([p[0] for p in pooled], [p[2] for p in pooled])
         return Metrics(
-            speedup=mean / base if base > 0 else 0.0,
-            mat=self.tokens / self.steps if self.steps else 0.0,
-            tokens_per_s=mean,
+            speedup=speedup.value,
+            mat=mat.value,
+            tokens_per_s=rate.value,
             draft_ms=1e3 * self.draft_s / self.steps if self.steps else 0.0,
             overhead_frac=self.overhead_s / self.step_s if self.step_s > 0 else 0.0,
-            identical_frac=sum(self.identical) / len(self.identical),
+            identical_frac=sum(self.identical.values()) / len(self.identical),
             tier_share={t: n / self.tokens for t, n in sorted(self.tier_tokens.items())} if self.tokens else {},
             tiers={
                 name: TierMetrics(w.alone / self.tokens, w.shared / self.tokens, w.asked / self.steps,
                                   1e3 * w.lookup_s / self.steps)
                 for name, w in self.drafting.items()
             } if self.tokens and self.steps else {},
+            intervals={"speedup": speedup, "mat": mat, "tokens_per_s": rate},
         )  # fmt: skip
 
 
-def aggregate(records: Sequence[QuestionRuns], method_names: Sequence[str]) -> dict[str, MethodResult]:
-    """Each method's metrics overall and per task (tasks in the order they first appear)."""
+def paired_ratio(ours: Mapping[int, float], theirs: Mapping[int, float]) -> Estimate:
+    """The geometric mean over the questions both answered of ours / theirs, with its interval
+    (a question where either made nothing is left out: no ratio)."""
+    ratios = [ours[q] / theirs[q] for q in ours if q in theirs and ours[q] > 0 and theirs[q] > 0]
+    return geometric_mean(ratios) if ratios else Estimate(0.0, 0.0, 0.0, 0)
+
+
+def tallies(records: Sequence[QuestionRuns], method_names: Sequence[str]) -> dict[str, dict[str, Tally]]:
+    """Per method: a Tally overall ("overall") and one per task, in the order the tasks first appear."""
     tasks = list(dict.fromkeys(r.task for r in records))
-    tallies = {name: {"overall": Tally(), **{task: Tally() for task in tasks}} for name in method_names}
+    found = {name: {"overall": Tally(), **{task: Tally() for task in tasks}} for name in method_names}
     for record in records:
         for name in method_names:
             for key in ("overall", record.task):
-                tallies[name][key].add(record.runs[name], record.runs["ar"])
-    ar = tallies["ar"]
+                found[name][key].add(record.question_id, record.runs[name], record.runs["ar"])
+    return found
+
+
+def aggregate(records: Sequence[QuestionRuns], method_names: Sequence[str]) -> dict[str, MethodResult]:
+    """Each method's metrics overall and per task (tasks in the order they first appear); a
+    question's repeats are pooled (`Tally`)."""
+    per = tallies(records, method_names)
+    ar = per["ar"]
     return {
-        name: MethodResult(per["overall"].metrics(ar["overall"]), {task: per[task].metrics(ar[task]) for task in tasks})
-        for name, per in tallies.items()
+        name: MethodResult(
+            t["overall"].metrics(ar["overall"]), {k: v.metrics(ar[k]) for k, v in t.items() if k != "overall"}
+        )
+        for name, t in per.items()
     }
+
+
+def compare(records: Sequence[QuestionRuns], a: str, b: str) -> Comparison:
+    """Method `a` against method `b`: the paired per-question throughput ratio, overall and per task."""
+    per = tallies(records, [a, b])
+    ratios = {key: paired_ratio(per[a][key].throughputs(), per[b][key].throughputs()) for key in per[a]}
+    return Comparison(a, b, ratios.pop("overall"), ratios)
 
 
 def split_by_machine(records: Sequence[QuestionRuns], method_names: Sequence[str]) -> list[dict[str, Any]]:

@@ -1,36 +1,83 @@
-"""The printed report of a benchmark: tables by task, every overall metric, whether `ar` is a fair
-baseline and whether every method's output is `ar`'s."""
+"""The printed report of a benchmark: how the run was made, tables by task (each number with its 95 %
+interval over questions, where the results have one), every overall metric, the paired comparisons,
+whether `ar` is a fair baseline and whether every method's output is `ar`'s."""
 
 from __future__ import annotations
 
 from hdlib import presentation
 from hdlib.bench.methods import Method
-from hdlib.bench.records import BenchResults, Results
+from hdlib.bench.records import BenchResults, Metrics, Results
 from hdlib.models.cpu import machine_label
 
 FAIRNESS_LIMIT = 0.05  # `ar` may be at most this much slower than `hf` to count as a fair baseline
 
 
+def cell(m: Metrics, metric: str, fmt: str = ".2f", suffix: str = "") -> str:
+    """A metric's value, with its 95 % interval where the results have one: '1.85x [1.62, 2.10]'."""
+    est = m.intervals.get(metric)
+    return est.describe(fmt, suffix) if est is not None else f"{getattr(m, metric):{fmt}}{suffix}"
+
+
+def questions_of(r: BenchResults, task: str | None = None) -> int | None:
+    """How many questions stand behind a task's numbers (None: results from before intervals)."""
+    first = next(iter(r.methods.values()))
+    est = (first.overall if task is None else first.tasks[task]).intervals.get("speedup")
+    return est.n if est is not None else None
+
+
 def table(results: Results, metric: str = "speedup") -> str:
-    """Methods as rows, tasks (then overall) as columns."""
+    """Methods as rows, tasks (then overall) as columns; with intervals, each column says its questions."""
     r = BenchResults.of(results)
     width = max(12, *(len(n) + 2 for n in r.methods))
-    head = f"{metric:{width}}" + "".join(f"{t[:13]:>14}" for t in [*r.tasks, "overall"])
+    spread = any(m.overall.intervals for m in r.methods.values())
+    col = 22 if spread else 14
+    heads = [
+        f"{t[:13]} ({n})" if (n := questions_of(r, None if t == "overall" else t)) is not None else t[:13]
+        for t in [*r.tasks, "overall"]
+    ]
+    head = f"{metric:{width}}" + "".join(f"{h:>{col}}" for h in heads)
+    fmt = ".1f" if metric == "tokens_per_s" else ".2f"
     rows = [
-        f"{name:{width}}"
-        + "".join(f"{getattr(m.tasks[t], metric):14.2f}" for t in r.tasks)
-        + f"{getattr(m.overall, metric):14.2f}"
+        f"{name:{width}}" + "".join(f"{cell(x, metric, fmt):>{col}}" for x in [*m.tasks.values(), m.overall])
         for name, m in r.methods.items()
     ]
     return "\n".join([head, *rows])
+
+
+def comparisons_table(results: Results) -> str:
+    """Each paired comparison of the run, overall and per task: A/B with its interval and questions,
+    and the verdict ('on par' where the interval holds 1); "" where the run made none."""
+    r = BenchResults.of(results)
+    if not r.comparisons:
+        return ""
+    lines = ["paired comparisons (geometric mean of the per-question ratio of tokens per second, 95 % interval):"]
+    for c in r.comparisons:
+        lines.append(f"  {c.sentence()}")
+        lines += [f"    {task} ({e.n} q): {e.describe(suffix='x')}" for task, e in c.tasks.items()]
+    return "\n".join(lines)
+
+
+def design_line(results: Results) -> str:
+    """How the run was made: repeats, the methods' order, the split, the acceptance prior."""
+    r = BenchResults.of(results)
+    parts = [f"{r.repeats} repeat{'s' if r.repeats != 1 else ''} of every method on every question"]
+    if r.order_seed is not None:
+        parts.append(f"methods in an order shuffled per question and repeat (seed {r.order_seed})")
+    if r.split:
+        parts.append(f"the {r.split} half of the questions")
+    if r.prior:
+        parts.append(f"acceptance prior {r.prior.get('source')} (digest {r.prior.get('digest')}), read-only")
+    return "run: " + "; ".join(parts)
 
 
 def overall_table(results: Results) -> str:
     """One row per method with every overall metric."""
     r = BenchResults.of(results)
     width = max(12, *(len(n) + 2 for n in r.methods))
-    columns = f"{'speedup':>8}{'MAT':>7}{'tok/s':>9}{'draft ms':>10}{'overhead':>10}{'identical':>11}  tier share"
-    head = f"{'overall':{width}}{columns}"
+    spread = any(m.overall.intervals for m in r.methods.values())
+    w = (21, 19, 20) if spread else (8, 7, 9)  # speedup, MAT, tok/s: with their intervals, wider
+    columns = f"{'speedup':>{w[0]}}{'MAT':>{w[1]}}{'tok/s':>{w[2]}}{'draft ms':>10}{'overhead':>10}{'identical':>11}"
+    head = f"{'overall':{width}}{columns}  tier share"
     rows = []
     for name, m in r.methods.items():
         o = m.overall
@@ -38,9 +85,10 @@ def overall_table(results: Results) -> str:
         draft, overhead = f"{'-':>10}", f"{'-':>10}"  # not timed apart: shown as not measured, not as 0
         if Method.parse(name).times_phases:
             draft, overhead = f"{o.draft_ms:10.2f}", f"{100 * o.overhead_frac:9.1f}%"
+        speed = cell(o, "speedup", suffix="x")
         rows.append(
-            f"{name:{width}}{o.speedup:7.2f}x{o.mat:7.2f}{o.tokens_per_s:9.1f}{draft}{overhead}"
-            f"{100 * o.identical_frac:10.0f}%  {shares}"
+            f"{name:{width}}{speed:>{w[0]}}{cell(o, 'mat'):>{w[1]}}{cell(o, 'tokens_per_s', '.1f'):>{w[2]}}{draft}"
+            f"{overhead}{100 * o.identical_frac:10.0f}%  {shares}"
         )
     return "\n".join([head, *rows])
 
@@ -53,7 +101,7 @@ def tiers_table(results: Results) -> str:
     drafted = {name: m.overall for name, m in r.methods.items() if m.overall.tiers}
     if not drafted:
         return ""
-    width = max(14, *(len(n) + 3 for n in drafted))
+    width = max(16, *(len(n) + 3 for n in drafted))
     head = f"{'tiers, overall':{width}}{'tier':12}{'share':>7}{'alone':>7}{'shared':>8}{'asked':>7}{'ms/step':>9}"
     rows = [
         f"{name + ':' if i == 0 else '':{width}}{tier:12}{100 * o.tier_share.get(tier, 0.0):6.0f}%"
@@ -164,4 +212,5 @@ def summary(results: Results) -> str:
     parts = [table(results, metric) for metric in ("speedup", "mat", "tokens_per_s", "identical_frac")]
     report = [identical_line(results), divergence_table(results), serving_line(results), machines_table(results)]
     tiers = [tiers_table(results)]
-    return "\n\n".join([*parts, overall_table(results), *filter(None, tiers + report), fairness_line(results)])
+    head = [design_line(results), *parts, overall_table(results), comparisons_table(results)]
+    return "\n\n".join([*filter(None, head + tiers + report), fairness_line(results)])

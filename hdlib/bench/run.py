@@ -1,21 +1,33 @@
-"""Running a benchmark: every method over every question, interleaved, each turn answered and
-recorded; where an hd answer parts from `ar`'s, located; progress for a notebook or a terminal."""
+"""Running a benchmark: every method over every question, repeated and interleaved in a shuffled
+order, each turn answered and recorded; where an hd answer parts from `ar`'s, located; the paired
+comparisons; progress for a notebook or a terminal."""
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable, Mapping, Sequence
 
 from tqdm.auto import tqdm
 
 from hdlib.bench.baselines import hf_generate
 from hdlib.bench.divergence import explain, locate
-from hdlib.bench.methods import Method, parse_methods, with_own_tables
+from hdlib.bench.methods import Method, parse_methods, split_budget, with_own_tables
 from hdlib.bench.paper import paper_drafter
-from hdlib.bench.records import BenchResults, QuestionRuns, Turn, TurnDivergence, aggregate, split_by_machine
+from hdlib.bench.records import (
+    BenchResults,
+    MethodResult,
+    QuestionRuns,
+    Turn,
+    TurnDivergence,
+    aggregate,
+    split_by_machine,
+)
+from hdlib.bench.records import compare as compare_methods
 from hdlib.bench.serving import VllmEngines
 from hdlib.bench.specbench import Question
-from hdlib.decoding import generate
+from hdlib.decoding import PriorChoice, generate, resolve_prior
 from hdlib.engine.sampling import SAMPLING_RULES
+from hdlib.engine.value import AcceptancePrior
 from hdlib.errors import HDError
 from hdlib.models.cpu import describe_machine
 from hdlib.models.loading import LoadedModel
@@ -32,6 +44,7 @@ def answer_question(
     sampling_rule: str = SAMPLING_RULES[0],
     prompt_format: str = "auto",
     engines: VllmEngines | None = None,
+    prior: AcceptancePrior | None = None,
 ) -> list[Turn]:
     """Every turn of `question`, with the earlier turns answered by `history` (the baseline's text).
 
@@ -39,6 +52,7 @@ def answer_question(
     `sampling_rule`. The conversation so far is encoded in `prompt_format` (`LoadedModel.encode_prompt`:
     by default the model's chat template, or FastChat's vicuna format when it has none, as Spec-Bench).
     vLLM's methods are answered greedily by their engine in `engines` (started at its first question).
+    hdlib's methods at the auto budget start from `prior` (None: `generate`'s default).
     """
     messages: list[dict[str, str]] = []
     turns: list[Turn] = []
@@ -62,7 +76,7 @@ def answer_question(
             drafter = paper_drafter(lm, method.paper) if method.paper is not None else None
             g = generate(
                 lm, prompt_ids, method.tiers, max_new_tokens=max_new_tokens, budget=method.budget, drafter=drafter,
-                gate=method.gate, **sampling,
+                gate=method.gate, prior=prior, **sampling,
             )  # fmt: skip
             turns.append(Turn.of(g))
         messages.append({"role": "assistant", "content": history[i] if i < len(history) else turns[-1].text})
@@ -92,6 +106,14 @@ def find_divergences(
     return found
 
 
+def method_order(names: Sequence[str], seed: int, question_id: int, repeat: int) -> list[str]:
+    """The order the methods answer question `question_id` in, in repeat `repeat`: `names` shuffled
+    by a generator seeded from all three (a string seed: the same order on every machine and Python)."""
+    order = list(names)
+    random.Random(f"hdlib-bench/{seed}/{question_id}/{repeat}").shuffle(order)
+    return order
+
+
 def run_benchmark(
     lm: LoadedModel,
     questions: Sequence[Question],
@@ -103,53 +125,88 @@ def run_benchmark(
     on_answer: Callable[[Question, str], None] | None = None,
     sampling_rule: str = SAMPLING_RULES[0],
     prompt_format: str = "auto",
+    repeats: int = 1,
+    order_seed: int = 0,
+    prior: PriorChoice = None,
+    compare: Sequence[tuple[str, str]] = (),
+    split: str = "",
 ) -> BenchResults:
-    """Every method over every question, interleaved; Spec-Bench's metrics per method and task.
+    """Every method over every question, `repeats` times; Spec-Bench's metrics per method and task,
+    each with its interval over questions, and the paired comparisons (`compare`, and by default
+    `default_pairs`).
+
+    Repeat by repeat, question by question, the methods answer in an order shuffled per question
+    and repeat from `order_seed` (`method_order`), so a slow minute of a shared machine falls on any
+    of them alike. Nothing learned in one repeat reaches another: each repeat starts the tables that
+    outlive a request (Token Recycling's, SuffixDecoding's) and vLLM's engines afresh, and every hd
+    method of every question starts its auto budget from one read-only snapshot of the acceptance
+    `prior` taken here (`hdlib.decoding.resolve_prior`: None is the packaged model's, else the
+    learned one), never updated during the run; its digest is in the results.
+    A question of several turns is asked in the conversation `ar` has (its earlier turns answered
+    by `ar`, once, untimed, before the question's first repeat), whatever order the methods run in.
 
     `done` holds questions answered earlier (a resumed run): they are not answered again but count
-    in the metrics. `on_question` sees each newly answered question (to save it, to show progress);
-    `on_answer` sees each (question, method name) as that method finishes it (`MethodProgress`).
+    in the metrics. `on_question` sees each newly answered (question, repeat) (to save it, to show
+    progress); `on_answer` sees each (question, method name) as that method finishes it (`MethodProgress`).
     At temperature > 0 every method samples (question i, turn j with seed 1000 i + j), hdlib's by
     `sampling_rule`: with "gumbel" every hd method's answers are `ar`'s, with "rejection" only their
     distribution is. Questions are encoded in `prompt_format` (see `answer_question`).
     """
-    methods = [with_own_tables(m) for m in parse_methods(method_names)]
+    if not isinstance(repeats, int) or repeats < 1:
+        raise HDError(f"repeats must be a positive integer, got {repeats!r}")
+    methods = parse_methods(method_names)
+    names = [m.name for m in methods]
+    for a, b in compare:
+        unknown = [n for n in (a, b) if n not in names]
+        if unknown or a == b:
+            raise HDError(f"--compare {a},{b}: two different methods of the run ({', '.join(names)}) are needed")
     chosen_format = lm.resolve_prompt_format(prompt_format)  # checked before the first answer
     serving = [m.name for m in methods if m.serving]
     if serving and temperature > 0:
         raise HDError(f"vLLM's methods ({', '.join(serving)}) are benchmarked greedily: temperature 0")
-    names = [m.name for m in methods]
-    records = {r.question_id: r for r in done}
+    records = {r.key: r for r in done}
     missing = sorted({n for r in done for n in names if n not in r.runs})
     if missing:
         raise HDError(f"the earlier results lack method(s) {missing}: they cannot be resumed with these methods")
-    todo = [q for q in questions if q.question_id not in records]
+    snapshot = bench_prior(lm, prior) if any(m.drafts and m.budget is None for m in methods) else None
+    histories: dict[int, list[str]] = {}
     machine = describe_machine()  # each question records where it was answered (a resumed run may move)
-    with VllmEngines() as engines:  # vLLM's, each started at its method's first answer, all closed at the end
-        if todo:
+    for repeat in range(repeats):
+        todo = [q for q in questions if (q.question_id, repeat) not in records]
+        if not todo:
+            continue
+        fresh = [with_own_tables(m) for m in methods]  # tables that outlive a request: new for each repeat
+        with VllmEngines() as engines:  # vLLM's, each started at its method's first answer, closed after the repeat
             warm = Question(0, "warmup", ("Say hello.",))
-            for method in methods:
-                answer_question(lm, warm, method, (), 8, prompt_format=chosen_format, engines=engines)
-        for question in todo:
-            seed = 1000 * question.question_id
-            base = answer_question(
-                lm, question, methods[0], (), max_new_tokens, temperature, seed, sampling_rule, chosen_format, engines
-            )
-            runs = {"ar": base}
-            history = [t.text for t in base]
-            for method in methods:
-                if method is not methods[0]:
-                    runs[method.name] = answer_question(
-                        lm, question, method, history, max_new_tokens, temperature, seed, sampling_rule,
-                        chosen_format, engines,
+            for method in fresh:
+                answer_question(lm, warm, method, (), 8, prompt_format=chosen_format, engines=engines, prior=snapshot)
+            for question in todo:
+                seed = 1000 * question.question_id
+                if len(question.turns) > 1 and question.question_id not in histories:
+                    conversation = answer_question(
+                        lm, question, methods[0], (), max_new_tokens, temperature, seed, sampling_rule, chosen_format
+                    )  # `ar`'s, untimed: the conversation every method is asked in
+                    histories[question.question_id] = [t.text for t in conversation]
+                history = histories.get(question.question_id, [])
+                order = method_order(names, order_seed, question.question_id, repeat)
+                by_name = {m.name: m for m in fresh}
+                runs = {}
+                for name in order:
+                    runs[name] = answer_question(
+                        lm, question, by_name[name], history, max_new_tokens, temperature, seed, sampling_rule,
+                        chosen_format, engines, prior=snapshot,
                     )  # fmt: skip
-                if on_answer is not None:
-                    on_answer(question, method.name)
-            parted = find_divergences(lm, question.question_id, methods, runs, greedy=temperature == 0)
-            records[question.question_id] = QuestionRuns(question.question_id, question.task, runs, parted, machine)
-            if on_question is not None:
-                on_question(question, records[question.question_id])
-    answered = [records[q.question_id] for q in questions]
+                    if on_answer is not None:
+                        on_answer(question, name)
+                runs = {name: runs[name] for name in names}  # kept in the run's order
+                parted = find_divergences(lm, question.question_id, methods, runs, greedy=temperature == 0)
+                record = QuestionRuns(question.question_id, question.task, runs, parted, machine, repeat, order)
+                records[record.key] = record
+                if on_question is not None:
+                    on_question(question, record)
+    answered = [records[(q.question_id, r)] for r in range(repeats) for q in questions]
+    metrics = aggregate(answered, names)
+    pairs = list(dict.fromkeys([*compare, *default_pairs(names, metrics)]))
     return BenchResults(
         model=lm.name,
         device=str(lm.device),
@@ -158,12 +215,46 @@ def run_benchmark(
         temperature=temperature,
         max_new_tokens=max_new_tokens,
         questions=len(questions),
-        methods=aggregate(answered, names),
+        methods=metrics,
         by_machine=split_by_machine(answered, names),
-        divergences=[d for q in questions for d in records[q.question_id].divergences],
+        divergences=[d for r in answered for d in r.divergences],
         sampling_rule=sampling_rule if temperature > 0 else "",
         prompt_format=chosen_format,
+        repeats=repeats,
+        order_seed=order_seed,
+        split=split,
+        prior={"source": snapshot.source, "digest": snapshot.digest()} if snapshot is not None else {},
+        comparisons=[compare_methods(answered, a, b) for a, b in pairs],
     )
+
+
+def bench_prior(lm: LoadedModel, choice: PriorChoice) -> AcceptancePrior:
+    """The read-only snapshot of the acceptance prior `choice` names that every hd method of a run
+    starts its auto budget from."""
+    return resolve_prior(choice, lm).snapshot()
+
+
+def default_pairs(names: Sequence[str], metrics: Mapping[str, MethodResult]) -> list[tuple[str, str]]:
+    """The comparisons a run makes unasked: its first hd method against the fastest peer (a method
+    not of hd's family, not plain decoding), and in a vLLM pass `vllm-hd` against plain `vllm`."""
+    pairs = []
+    ours = [n for n in names if is_hd_family(n)]
+    peers = [n for n in names if not is_hd_family(n) and n not in PLAIN]
+    if ours and peers:
+        pairs.append((ours[0], max(peers, key=lambda n: metrics[n].overall.speedup)))
+    if "vllm" in names:
+        pairs += [(n, "vllm") for n in ours if n.startswith("vllm-")][:1]
+    return pairs
+
+
+PLAIN = ("ar", "hf", "vllm")  # plain decoding, by hdlib, transformers and vLLM
+
+
+def is_hd_family(name: str) -> bool:
+    """hdlib's HD in any of its forms (`hd`, `hd:ORDER`, `hd+window`, `hd@64`, `vllm-hd`), not the
+    paper's (`hd-paper`, a peer here)."""
+    base = split_budget(name)[0]
+    return base == "hd" or base.startswith(("hd:", "hd+", "vllm-hd"))
 
 
 class MethodProgress:

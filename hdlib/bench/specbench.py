@@ -6,12 +6,18 @@ own. A malformed line (not JSON, a field missing or of the wrong type, no turns,
 `question_id` seen before) is named by its line number. By default it stops the reading; with
 `on_bad_line` (what `hdlib bench` does) each bad line is reported through it and skipped, so a run
 is never shortened silently, and a file left with no question at all is refused.
+
+The tuning split (`split`): within each category, in file order, the first half of its questions
+(rounded down) is the dev half, for choosing constants, and the rest the report half, for the
+numbers the docs show. On Spec-Bench's 480 questions that is 240 and 240: 40 of each task's 80
+(MT-bench's eight categories give 5 of their 10 each), and the first questions of every task, on
+which hdlib's constants were chosen before the split existed, are dev questions.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,6 +25,7 @@ from hdlib.errors import HDError
 
 MT_BENCH = frozenset({"writing", "roleplay", "reasoning", "math", "coding", "extraction", "stem", "humanities"})
 TASKS = ("mt_bench", "translation", "summarization", "qa", "math_reasoning", "rag")
+SPLITS = ("dev", "report")
 
 
 @dataclass(frozen=True)
@@ -109,3 +116,15 @@ def per_task(questions: Iterable[Question], k: int | None, tasks: Iterable[str] 
 
 def _task_order(task: str) -> int:
     return TASKS.index(task) if task in TASKS else len(TASKS)
+
+
+def split(questions: Sequence[Question], half: str) -> list[Question]:
+    """The `half` ("dev" or "report") of `questions`, in file order: per category, the first half of
+    its questions (rounded down) is dev, the rest report (see the module docstring)."""
+    if half not in SPLITS:
+        raise HDError(f"unknown split {half!r}: choose from {', '.join(SPLITS)}")
+    by_category: dict[str, list[Question]] = {}
+    for q in questions:
+        by_category.setdefault(q.category, []).append(q)
+    dev = {q.question_id for group in by_category.values() for q in group[: len(group) // 2]}
+    return [q for q in questions if (q.question_id in dev) == (half == "dev")]

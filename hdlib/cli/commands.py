@@ -34,7 +34,7 @@ def read_prompt(args: argparse.Namespace) -> str:
 
 def cmd_generate(args: argparse.Namespace) -> int:
     from hdlib.databases.registry import parse_tiers
-    from hdlib.decoding import generate
+    from hdlib.decoding import generate, named_prior
     from hdlib.engine.budget import FixedBudget
     from hdlib.engine.loop import DecodeSettings
     from hdlib.models.loading import dtype_name, load_model
@@ -43,6 +43,8 @@ def cmd_generate(args: argparse.Namespace) -> int:
     tiers = parse_tiers(args.tiers)
     if args.budget is not None:
         FixedBudget(args.budget)
+    elif tiers:
+        named_prior(args.prior, args.model)  # the auto budget's prior: a bad choice before the model loads
     # Plain decoding and HD sample with one seed, drawn here when none is given, so that the two can be compared.
     seed = args.seed if args.seed is not None or args.temperature == 0 else secrets.randbits(63)
     sampling = {
@@ -60,13 +62,17 @@ def cmd_generate(args: argparse.Namespace) -> int:
     prompt_ids = lm.encode_prompt(prompt, prompt_format=args.prompt_format)
     generate(lm, prompt_ids, tiers, max_new_tokens=1, budget=0)  # warm-up; also checks the prompt length
     plain = None if args.no_compare else generate(lm, prompt_ids, (), max_new_tokens=args.max_new_tokens, **sampling)
-    hd = generate(lm, prompt_ids, tiers, max_new_tokens=args.max_new_tokens, budget=args.budget, **sampling)
+    hd = generate(
+        lm, prompt_ids, tiers, max_new_tokens=args.max_new_tokens, budget=args.budget, prior=args.prior, **sampling
+    )
 
     use_color = args.color == "always" or (args.color == "auto" and sys.stdout.isatty())
     out = [presentation.tokens_ansi(hd.pieces, hd.token_tiers) if use_color else "".join(hd.pieces), ""]
     if use_color:
         out.append("colours: " + presentation.legend_ansi(hd.legend()))
     out.extend(report_lines(hd, plain, dtype_name(lm.model.dtype)))
+    if hd.prior_source:
+        out.append(f"auto budget's acceptance prior: {hd.prior_source} (digest {hd.prior_digest}; --prior chooses)")
     print("\n".join(out))
     return 0
 
@@ -224,8 +230,9 @@ def _writable(path: Path, option: str) -> None:
 def cmd_bench(args: argparse.Namespace) -> int:
     from hdlib.bench import parse_methods, run_benchmark, summary
     from hdlib.bench.log import ResultsLog, raw_path, run_settings
+    from hdlib.bench.run import bench_prior
     from hdlib.bench.serving import has_vllm, second_pass, stop_on_terminate
-    from hdlib.bench.specbench import load_questions, per_task
+    from hdlib.bench.specbench import load_questions, per_task, split
     from hdlib.engine.loop import DecodeSettings
     from hdlib.models.cpu import describe_machine, machine_label
     from hdlib.models.loading import dtype_name, get_device, load_model, resolve_dtype
@@ -241,6 +248,14 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if later and args.temperature > 0:
         raise HDError(f"vLLM's methods ({', '.join(later)}) are benchmarked greedily: temperature 0")
     methods = [m for m in methods if m not in later]
+    for pair in args.compare:  # each pair is made in the pass that runs both
+        unknown = [n for n in pair if n not in [m.name for m in parsed]]
+        if unknown or (set(pair) & set(later) and not set(pair) <= {"ar", *later}):
+            raise HDError(
+                f"--compare {','.join(pair)}: two methods of the same pass are needed (this run's: "
+                f"{', '.join(m.name for m in parsed)}; vLLM's run in a pass of their own, with ar)"
+            )
+    compare = [pair for pair in args.compare if set(pair) <= set(methods)]
     _writable(args.out, "--out")
     if args.html is not None:
         _writable(args.html, "--html")
@@ -254,7 +269,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     def bad_line(message: str) -> None:
         print(f"hdlib: warning: skipped {message}", file=sys.stderr)
 
-    questions = per_task(load_questions(args.questions, on_bad_line=bad_line), args.per_task, args.tasks)
+    questions = load_questions(args.questions, on_bad_line=bad_line)
+    questions = per_task(split(questions, args.split) if args.split else questions, args.per_task, args.tasks)
     if not questions:
         raise HDError(f"{args.questions} holds no question of the task(s) {', '.join(args.tasks or [])}")
     if args.prompt_format == "raw" and any(len(q.turns) > 1 for q in questions):
@@ -263,13 +279,14 @@ def cmd_bench(args: argparse.Namespace) -> int:
         )
     device = get_device()
     dtype = dtype_name(resolve_dtype(args.dtype, device))  # what "auto" means here, recorded as such
+    lm = load_model(args.model, device=device, dtype=dtype, prepack=args.prepack)
+    auto = any(m.drafts and m.budget is None for m in parsed if m.name in methods)
+    prior = bench_prior(lm, args.prior) if auto else None  # one snapshot for the whole run
     settings = run_settings(
         args.model, str(device), args.temperature, args.max_new_tokens, methods, questions, dtype, args.sampling_rule,
-        args.prompt_format,
+        args.prompt_format, args.repeats, args.order_seed, prior.digest() if prior is not None else "",
     )  # fmt: skip
     log = ResultsLog(raw_path(args.out), settings, resume=args.resume)
-
-    lm = load_model(args.model, device=device, dtype=dtype, prepack=args.prepack)
     here = describe_machine()
     if any(r.machine != here for r in log.done):
         print(
@@ -278,24 +295,27 @@ def cmd_bench(args: argparse.Namespace) -> int:
             "and the report gives each machine's ratios apart",
             file=sys.stderr,
         )
-    bar = tqdm(total=len(questions), initial=len(log.done), desc="questions", unit="q", file=sys.stderr)
+    total = len(questions) * args.repeats
+    bar = tqdm(total=total, initial=len(log.done), desc="questions x repeats", unit="q", file=sys.stderr)
 
     def on_question(question, answered) -> None:
         log.append(answered)
         bar.update(1)
-        bar.set_postfix_str(f"q{question.question_id} {question.task}")
+        bar.set_postfix_str(f"q{question.question_id} {question.task}, repeat {answered.repeat + 1} of {args.repeats}")
 
     with stop_on_terminate():  # `kill` stops the run as Ctrl-C does: answers kept, vLLM's engines shut down
         try:
             results = run_benchmark(
                 lm, questions, methods, args.max_new_tokens, on_question, args.temperature, log.done,
-                sampling_rule=args.sampling_rule, prompt_format=args.prompt_format,
+                sampling_rule=args.sampling_rule, prompt_format=args.prompt_format, repeats=args.repeats,
+                order_seed=args.order_seed, prior=prior, compare=compare, split=args.split or "",
             )  # fmt: skip
         except KeyboardInterrupt:
             bar.close()
             again = shlex.join(["hdlib", *args.argv, *([] if args.resume else ["--resume"])])
             print(
-                f"hdlib: interrupted: {len(log.done)} of {len(questions)} questions done, kept in {log.path}; "
+                f"hdlib: interrupted: {len(log.done)} of {total} {'questions' if args.repeats == 1 else 'repeats'} "
+                f"done, kept in {log.path}; "
                 f"continue with: {again}",
                 file=sys.stderr,
             )

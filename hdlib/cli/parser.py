@@ -7,7 +7,7 @@ import argparse
 import json
 from pathlib import Path
 
-from hdlib.bench.specbench import TASKS
+from hdlib.bench.specbench import SPLITS, TASKS
 from hdlib.engine.sampling import SAMPLING_RULES
 from hdlib.errors import HDError
 from hdlib.models.cpu import DEFAULT_PREPACK, PREPACK_CHOICES
@@ -62,6 +62,14 @@ def _task_list(text: str) -> list[str]:
     if not names:
         raise argparse.ArgumentTypeError(f"no task named: choose from {', '.join(TASKS)}")
     return names
+
+
+def _pair(text: str) -> tuple[str, str]:
+    """`A,B`: two method names (checked against the run's methods by the bench)."""
+    names = [n.strip() for n in text.split(",")]
+    if len(names) != 2 or not all(names) or names[0] == names[1]:
+        raise argparse.ArgumentTypeError(f"two different method names, A,B, are needed; got {text!r}")
+    return names[0], names[1]
 
 
 def _budget(text: str) -> int | None:
@@ -134,6 +142,15 @@ def _add_generate(sub: argparse._SubParsersAction) -> None:
         metavar="N|auto",
         help="draft tokens per step (default: auto, from the measured forward time)",
     )
+    gen.add_argument(
+        "--prior",
+        default=None,
+        metavar="CHOICE",
+        help="the acceptance prior the auto budget starts from: packaged (the one shipped with the packaged "
+        "model, read-only), learned (this machine's cache, updated after every generation), fresh (none), or "
+        "a JSON file's path (read-only); default packaged where the model ships one, else learned; ignored "
+        "with a fixed --budget",
+    )
     gen.add_argument("--max-new-tokens", type=_positive, default=256)
     _add_sampling_options(gen, "0 is greedy (default); above 0 samples, losslessly")
     gen.add_argument("--top-p", type=float, default=1.0, help="sampling: nucleus mass kept (default 1, all)")
@@ -205,8 +222,41 @@ def _add_bench(sub: argparse._SubParsersAction) -> None:
         metavar="LIST",
         help=f"only these tasks, comma-separated, in Spec-Bench's order (default: all; tasks: {', '.join(TASKS)})",
     )
+    bench.add_argument(
+        "--split",
+        choices=SPLITS,
+        default=None,
+        help="only this half of the questions: dev (for choosing constants) or report (for the numbers one "
+        "reports); per category, the first half of its questions is dev (default: all)",
+    )
     bench.add_argument("--max-new-tokens", type=_positive, default=256, help="per turn (default 256)")
     bench.add_argument("--methods", default="hf,hf-pld,hd", help=METHODS_HELP)
+    bench.add_argument(
+        "--repeats",
+        type=_positive,
+        default=1,
+        metavar="N",
+        help="every method answers every question N times, repeat by repeat (default 1)",
+    )
+    bench.add_argument(
+        "--order-seed",
+        type=int,
+        default=0,
+        metavar="SEED",
+        help="the methods answer each question in an order shuffled from SEED, the question and the repeat "
+        "(default 0; recorded)",
+    )
+    bench.add_argument(
+        "--compare",
+        type=_pair,
+        action="append",
+        default=[],
+        metavar="A,B",
+        help="the paired ratio A/B of tokens per second over the questions, with its 95%% interval (repeatable; "
+        "made unasked: the first hd method against the fastest peer, and vllm-hd against vllm)",
+    )
+    _add_prior_option(bench, "every hd method of every question starts from one read-only snapshot of it, taken "
+                      "when the run starts (its digest is in the results)")
     _add_sampling_options(bench, "0 is greedy (default); above 0 every method samples")
     _add_model_options(bench)
     bench.add_argument(
@@ -224,3 +274,14 @@ def _add_warmup(sub: argparse._SubParsersAction) -> None:
     warm.add_argument("--model", default=DEFAULT_MODEL)
     warm.add_argument("--device", default=None)
     warm.add_argument("--dtype", choices=DTYPE_CHOICES, default="auto", help=DTYPE_HELP)
+
+
+def _add_prior_option(parser: argparse.ArgumentParser, how: str) -> None:
+    parser.add_argument(
+        "--prior",
+        default=None,
+        metavar="PRIOR",
+        help="the acceptance prior the auto budget starts from: packaged (shipped with the packaged model, "
+        "read-only), learned (the cache's, updated after each answer), fresh (none), or a file; default: "
+        f"packaged where the model ships one, else learned; {how}",
+    )

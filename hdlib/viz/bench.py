@@ -16,11 +16,13 @@ from hdlib.bench import (
     BenchResults,
     Method,
     MethodResult,
+    Metrics,
     OrderComparison,
     Results,
     fairness_line,
     split_budget,
 )
+from hdlib.bench.reports import cell, comparisons_table, design_line, questions_of
 from hdlib.databases.registry import find_tier, known_tiers
 from hdlib.store import write_text_atomic
 from hdlib.tiers import BONUS, DEFAULT_TIERS, Tier
@@ -56,17 +58,36 @@ def _layout(fig: go.Figure, title: str, yaxis: str) -> go.Figure:
     return fig
 
 
+def _error_bars(metrics: list[Metrics], key: str) -> dict[str, object] | None:
+    """Each bar's 95 % interval as plotly's asymmetric error bars; None where the results have none."""
+    found = [m.intervals.get(key) for m in metrics]
+    if any(e is None for e in found):
+        return None
+    return {
+        "type": "data",
+        "symmetric": False,
+        "array": [e.high - e.value for e in found],  # type: ignore[union-attr]
+        "arrayminus": [e.value - e.low for e in found],  # type: ignore[union-attr]
+        "thickness": 1.2,
+        "width": 3,
+    }
+
+
 def speedup_figure(results: Results) -> go.Figure:
-    """Speedup against `ar` per task (and overall), one group of bars per task, one bar per method."""
+    """Speedup against `ar` per task (and overall), one group of bars per task, one bar per method,
+    each with its 95 % interval over questions where the results have one (the questions in the
+    task's label)."""
     r = BenchResults.of(results)
-    x = [*r.tasks, "overall"]
+    x = [f"{t} ({n})" if (n := questions_of(r, t)) else t for t in r.tasks]
+    x.append(f"overall ({n})" if (n := questions_of(r)) else "overall")
     fig = go.Figure()
     for i, (name, m) in enumerate((n, m) for n, m in r.methods.items() if n != BASELINE):
-        y = [m.tasks[t].speedup for t in r.tasks] + [m.overall.speedup]
+        shown = [*(m.tasks[t] for t in r.tasks), m.overall]
         color = METHOD_COLORS[i % len(METHOD_COLORS)]
         fig.add_bar(
-            name=name, x=x, y=y, marker_color=color, hovertemplate=f"{name}<br>%{{x}}: %{{y:.2f}}x<extra></extra>"
-        )
+            name=name, x=x, y=[s.speedup for s in shown], marker_color=color, error_y=_error_bars(shown, "speedup"),
+            hovertemplate=f"{name}<br>%{{x}}: %{{y:.2f}}x<extra></extra>",
+        )  # fmt: skip
     fig.add_hline(y=1.0, line_dash="dash", line_color="#555555", annotation_text="ar", annotation_position="top left")
     fig.update_layout(barmode="group")
     return _layout(fig, "Speedup against plain decoding (ar), per task", "speedup (x)")
@@ -81,6 +102,7 @@ def mat_figure(results: Results) -> go.Figure:
         go.Bar(
             x=names,
             y=mats,
+            error_y=_error_bars([methods[n].overall for n in names], "mat"),
             text=[f"{v:.2f}" for v in mats],
             textposition="outside",
             marker_color="#0072B2",
@@ -210,9 +232,9 @@ def _metrics_table(results: Results) -> str:
         timed = Method.parse(name).times_phases  # transformers' and vLLM's: not measured, not 0
         cells = [
             name,
-            f"{o.speedup:.2f}x",
-            f"{o.mat:.2f}",
-            f"{o.tokens_per_s:.1f}",
+            cell(o, "speedup", suffix="x"),
+            cell(o, "mat"),
+            cell(o, "tokens_per_s", ".1f"),
             f"{o.draft_ms:.2f}" if timed else "-",
             f"{100 * o.overhead_frac:.1f} %" if timed else "-",
             f"{100 * o.identical_frac:.0f} %",
@@ -234,6 +256,8 @@ def report_html(results: Results, title: str = "hdlib bench") -> str:
     for i, fig in enumerate(report_figures(r).values()):
         figures.append(fig.to_html(full_html=False, include_plotlyjs=(i == 0)))  # plotly.js once, inline
     fairness = "<br>".join(html.escape(line) for line in fairness_line(r).splitlines())
+    design = html.escape(design_line(r))
+    compared = "<br>".join(html.escape(line) for line in comparisons_table(r).splitlines())
     style = (
         "body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}"
         "td,th{border:1px solid #ccc;padding:4px 8px;text-align:right}td:first-child{text-align:left}"
@@ -241,7 +265,7 @@ def report_html(results: Results, title: str = "hdlib bench") -> str:
     return (
         f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
         f"<style>{style}</style></head><body><h1>{html.escape(title)}</h1><p>{html.escape(settings)}</p>"
-        f"{_metrics_table(r)}<p>{fairness}</p>{''.join(figures)}</body></html>"
+        f"<p>{design}</p>{_metrics_table(r)}<p>{compared}</p><p>{fairness}</p>{''.join(figures)}</body></html>"
     )
 
 
