@@ -10,6 +10,7 @@ import importlib
 import importlib.util
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -173,3 +174,61 @@ def test_docs_serving_tables_are_the_committed_vllm_runs():
         levels = [served["methods"][m][c] for m in methods]
         assert sorted(tasks.strip("()").split(", ")) == levels[0]["tasks"], cell
         assert printed == [f"{r['tokens_per_s']:.1f} ({r['tpot_ms_p99']:.0f})" for r in levels], cell
+
+
+def test_a_run_with_intervals_shows_them_and_says_on_par_where_a_ratio_holds_one():
+    def est(value, low, high, n):
+        return {"value": value, "low": low, "high": high, "n": n}
+
+    def metrics(speedup, mat, n):
+        spread = {"speedup": {**speedup, "n": n}, "mat": {**mat, "n": n}, "tokens_per_s": est(20.0, 18.0, 22.0, n)}
+        return {"speedup": speedup["value"], "mat": mat["value"], "tokens_per_s": 20.0, "draft_ms": 0.1,
+                "overhead_frac": 0.1, "identical_frac": 1.0, "tier_share": {}, "intervals": spread}  # fmt: skip
+
+    def method(speedup, mat):
+        return {"overall": metrics(speedup, mat, 6), "tasks": {"qa": metrics(speedup, mat, 3),
+                                                               "rag": metrics(speedup, mat, 3)}}  # fmt: skip
+
+    data = {
+        "model": "m", "device": "cpu", "temperature": 0.0, "max_new_tokens": 8, "questions": 6, "split": "report",
+        "repeats": 3, "order_seed": 0, "prior": {"source": "packaged", "digest": "abcd"},
+        "methods": {"ar": method(est(1.0, 1.0, 1.0, 6), est(1.0, 1.0, 1.0, 6)),
+                    "hd": method(est(1.85, 1.62, 2.10, 6), est(2.7, 2.5, 2.9, 6)),
+                    "suffix": method(est(1.78, 1.5, 2.0, 6), est(2.27, 2.1, 2.4, 6))},
+        "comparisons": [{"a": "hd", "b": "suffix", "overall": est(1.04, 0.98, 1.10, 6),
+                         "tasks": {"qa": est(1.1, 1.02, 1.2, 3), "rag": est(0.97, 0.9, 1.05, 3)}}],
+    }  # fmt: skip
+    text = "\n\n".join(bench_tables.tables(data))
+    assert "6 questions (the report half), 3 repeats of every method on every question" in text
+    assert "acceptance prior packaged (digest `abcd`), read-only" in text
+    assert "| `hd` | 1.85x [1.62x, 2.10x] | 2.70 [2.50, 2.90] | 20.0 [18.0, 22.0] |" in text
+    assert "| method | qa (3) | rag (3) |" in text
+    compared = "| `hd` / `suffix` | 1.04x [0.98x, 1.10x] | 6 | on par | 1.10x [1.02x, 1.20x] (3) | 0.97x"
+    assert compared + " [0.90x, 1.05x] (3) |" in text
+
+
+def cited(text: str) -> dict[str, tuple[str, ...]]:
+    """`name` V.VVx [L, H] (MAT M [L, H]) as a sentence of the docs cites a method."""
+    number = r"(\d+\.\d\d)"
+    found = re.findall(rf"`([^`]+)` {number}x \[{number}, {number}\] \(MAT {number} \[{number}, {number}\]\)", text)
+    return {name: rest for name, *rest in found}
+
+
+def test_docs_peers_cites_the_report_half_run_with_its_intervals():
+    """docs/peers.md's numbers of the report-half run are the committed file's, intervals included,
+    and its verdict on `hd` against the fastest peer is what the paired interval allows."""
+    text = " ".join((ROOT / "docs" / "peers.md").read_text(encoding="utf-8").split())  # lines joined
+    data = json.loads((RESULTS / "xeon-amx" / "report_half.json").read_text())
+    shown = cited(text)
+    assert set(shown) == set(data["methods"]) - {"ar"}
+    for name, numbers in shown.items():
+        e = data["methods"][name]["overall"]["intervals"]
+        want = [f"{e[k][f]:.2f}" for k in ("speedup", "mat") for f in ("value", "low", "high")]
+        assert list(numbers) == want, name
+    [compared] = data["comparisons"]
+    e = compared["overall"]
+    verdict = "on par" if e["low"] <= 1 <= e["high"] else ("faster" if e["low"] > 1 else "slower")
+    sentence = (f"`{compared['a']}` against the fastest peer, SuffixDecoding, question by question: {e['value']:.2f}x "
+                f"[{e['low']:.2f}, {e['high']:.2f}] over {e['n']} questions: {verdict}.")  # fmt: skip
+    assert compared["b"] == "suffix" and sentence in text
+

@@ -206,6 +206,10 @@ def test_what_notebook_04_says_of_the_field_run_holds():
     )  # fmt: skip
     assert PaperSettings().budget + WindowSettings().size == 56  # the rows of each of hd-paper's passes
     assert not run.by_machine  # every question on one machine
+    # ... and in the repeated run on the report half, its whole interval below plain decoding's speed
+    repeated = BenchResults.from_json(json.loads((RESULTS / "xeon-amx" / "report_half.json").read_text()))
+    e = repeated.methods["hd-paper"].overall.intervals["speedup"]
+    assert (f"{e.value:.2f}", f"{e.low:.2f}", f"{e.high:.2f}") == ("0.82", "0.74", "0.90") and e.high < 1
 
 
 def test_what_notebook_04_says_of_the_tasks_holds():
