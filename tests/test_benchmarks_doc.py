@@ -232,3 +232,22 @@ def test_docs_peers_cites_the_report_half_run_with_its_intervals():
                 f"[{e['low']:.2f}, {e['high']:.2f}] over {e['n']} questions: {verdict}.")  # fmt: skip
     assert compared["b"] == "suffix" and sentence in text
 
+
+
+def test_docs_serving_cites_the_report_half_vllm_run_with_its_intervals():
+    """docs/serving.md's numbers of vLLM's pass on the report half are the committed file's, and each
+    of its paired comparisons is said with the verdict its interval allows."""
+    text = " ".join((ROOT / "docs" / "serving.md").read_text(encoding="utf-8").split())
+    data = json.loads((RESULTS / "xeon-amx" / "report_half-vllm.json").read_text())
+    shown = cited(text)
+    assert set(shown) == set(data["methods"]) - {"ar"}
+    for name, numbers in shown.items():
+        e = data["methods"][name]["overall"]["intervals"]
+        assert list(numbers) == [f"{e[k][f]:.2f}" for k in ("speedup", "mat") for f in ("value", "low", "high")], name
+    assert len(data["comparisons"]) == 2
+    for c in data["comparisons"]:
+        e = c["overall"]
+        verdict = "on par" if e["low"] <= 1 <= e["high"] else ("faster" if e["low"] > 1 else "slower")
+        ratio = f"{e['value']:.2f}x [{e['low']:.2f}, {e['high']:.2f}]"
+        said = f"`{c['a']}` against `{c['b']}`, question by question: {ratio}"
+        assert f"{said} over {e['n']} questions: {verdict}" in text, said
