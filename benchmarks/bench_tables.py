@@ -11,6 +11,7 @@ from typing import Any
 
 from benchmarks.markdown import code, f1, f2, pct, table, x
 from hdlib.bench import Method
+from hdlib.bench.intervals import Estimate, verdict
 from hdlib.models.cpu import machine_label
 
 
@@ -44,12 +45,9 @@ def comparison_table(data: Mapping[str, Any]) -> list[str]:
     if not found:
         return []
     tasks = list(found[0]["tasks"])
-
-    def verdict(e: Mapping[str, Any]) -> str:
-        return "on par" if e["low"] <= 1 <= e["high"] else ("faster" if e["low"] > 1 else "slower")
-
     rows = [
-        [f"{code(c['a'])} / {code(c['b'])}", interval(c["overall"], x), str(c["overall"]["n"]), verdict(c["overall"]),
+        [f"{code(c['a'])} / {code(c['b'])}", interval(c["overall"], x), str(c["overall"]["n"]),
+         verdict(Estimate.from_json(c["overall"])),
          *(f"{interval(c['tasks'][t], x)} ({c['tasks'][t]['n']})" for t in tasks)]
         for c in found
     ]  # fmt: skip

@@ -36,9 +36,10 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks.bench_tables import interval
 from benchmarks.common import load, spec_bench_parser, write_results
-from benchmarks.markdown import code, f1, f2, pct, table
-from hdlib.bench.intervals import Estimate, geometric_mean, mean, ratio_of_sums
+from benchmarks.markdown import code, f1, f2, pct, table, x
+from hdlib.bench.intervals import Estimate, geometric_mean, mean, ratio_of_sums, verdict
 from hdlib.bench.records import digest
 from hdlib.bench.serving import VLLM_METHODS, bench_serve, vllm_method, vllm_server
 
@@ -162,14 +163,6 @@ def main() -> None:
     )  # fmt: skip
 
 
-def interval(e: Mapping[str, Any], fmt: Any) -> str:
-    return f"{fmt(e['value'])} [{fmt(e['low'])}, {fmt(e['high'])}]"
-
-
-def verdict(e: Mapping[str, Any]) -> str:
-    return "on par" if e["low"] <= 1 <= e["high"] else ("faster" if e["low"] > 1 else "slower")
-
-
 def tables(data: Mapping[str, Any]) -> list[str]:
     """benchmarks/served_load.py: vLLM served at several concurrencies, repeated, each speculative method
     beside plain, with the paired comparisons."""
@@ -186,7 +179,7 @@ def tables(data: Mapping[str, Any]) -> list[str]:
                          f1(r["tpot_ms_p99"]), f1(r["ttft_ms_p50"]), interval(r["mat"], f2), str(r["requests"]),
                          same])  # fmt: skip
     compared = [
-        [f"{code(cmp['a'])} / {code(cmp['b'])}", str(c), interval(e, lambda v: f"{v:.2f}x"), str(e["n"]), verdict(e)]
+        [f"{code(cmp['a'])} / {code(cmp['b'])}", str(c), interval(e, x), str(e["n"]), verdict(Estimate.from_json(e))]
         for cmp in data["comparisons"] for c, e in cmp["levels"].items()
     ]  # fmt: skip
     return [

@@ -97,6 +97,13 @@ def ratio_of_sums(numerators: Sequence[float], denominators: Sequence[float]) ->
     return _interval((a, b), lambda x, y, axis: x.sum(axis) / np.maximum(y.sum(axis), 1e-300), value)
 
 
+def verdict(ratio: Estimate) -> str:
+    """What a paired ratio's interval allows one to say: 'faster', 'slower', or 'on par' (it holds 1)."""
+    if ratio.contains(1.0):
+        return "on par"
+    return "faster" if ratio.low > 1 else "slower"
+
+
 @dataclass(frozen=True)
 class Comparison:
     """Method `a` against method `b` over the same questions: the geometric mean of the paired
@@ -109,10 +116,7 @@ class Comparison:
 
     @property
     def verdict(self) -> str:
-        """'faster', 'slower', or 'on par' (the interval holds 1)."""
-        if self.overall.contains(1.0):
-            return "on par"
-        return "faster" if self.overall.low > 1 else "slower"
+        return verdict(self.overall)
 
     def sentence(self) -> str:
         """'hd against suffix: 1.04x [0.98, 1.10] over 18 questions: on par'."""

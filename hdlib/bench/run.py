@@ -175,10 +175,10 @@ def run_benchmark(
         todo = [q for q in questions if (q.question_id, repeat) not in records]
         if not todo:
             continue
-        fresh = [with_own_tables(m) for m in methods]  # tables that outlive a request: new for each repeat
+        by_name = {m.name: with_own_tables(m) for m in methods}  # tables that outlive a request: new each repeat
         with VllmEngines() as engines:  # vLLM's, each started at its method's first answer, closed after the repeat
             warm = Question(0, "warmup", ("Say hello.",))
-            for method in fresh:
+            for method in by_name.values():
                 answer_question(lm, warm, method, (), 8, prompt_format=chosen_format, engines=engines, prior=snapshot)
             for question in todo:
                 seed = 1000 * question.question_id
@@ -189,7 +189,6 @@ def run_benchmark(
                     histories[question.question_id] = [t.text for t in conversation]
                 history = histories.get(question.question_id, [])
                 order = method_order(names, order_seed, question.question_id, repeat)
-                by_name = {m.name: m for m in fresh}
                 runs = {}
                 for name in order:
                     runs[name] = answer_question(
