@@ -397,7 +397,10 @@ def test_figures(results):
     assert set(figures) == {"speedup", "mat", "tier_share", "order_ablation"}  # hd:C is an order
     speedup = figures["speedup"]
     assert [t.name for t in speedup.data] == METHODS  # ar is the dashed line at 1
-    assert list(speedup.data[0].x) == ["mt_bench", "translation", "rag", "overall"]
+    # each task with its number of questions, each bar with its 95 % interval
+    assert list(speedup.data[0].x) == ["mt_bench (1)", "translation (1)", "rag (2)", "overall (4)"]
+    bars = speedup.data[0]
+    assert len(bars.error_y.array) == len(bars.error_y.arrayminus) == 4 and min(bars.error_y.array) >= 0
     shares = {t.name: t for t in figures["tier_share"].data}
     assert shares["context"].marker.color == Tier.CONTEXT.color
     assert list(shares["bonus"].x) == ["ar", "hd:C"]  # transformers' methods have no tiers

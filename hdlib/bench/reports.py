@@ -35,10 +35,11 @@ def table(results: Results, metric: str = "speedup") -> str:
         f"{t[:13]} ({n})" if (n := questions_of(r, None if t == "overall" else t)) is not None else t[:13]
         for t in [*r.tasks, "overall"]
     ]
-    head = f"{metric:{width}}" + "".join(f"{h:>{col}}" for h in heads)
+    # Each cell after a space of its own: a long interval widens its column instead of running into the last
+    head = f"{metric:{width}}" + "".join(f" {h:>{col - 1}}" for h in heads)
     fmt = ".1f" if metric == "tokens_per_s" else ".2f"
     rows = [
-        f"{name:{width}}" + "".join(f"{cell(x, metric, fmt):>{col}}" for x in [*m.tasks.values(), m.overall])
+        f"{name:{width}}" + "".join(f" {cell(x, metric, fmt):>{col - 1}}" for x in [*m.tasks.values(), m.overall])
         for name, m in r.methods.items()
     ]
     return "\n".join([head, *rows])
@@ -85,9 +86,9 @@ def overall_table(results: Results) -> str:
         draft, overhead = f"{'-':>10}", f"{'-':>10}"  # not timed apart: shown as not measured, not as 0
         if Method.parse(name).times_phases:
             draft, overhead = f"{o.draft_ms:10.2f}", f"{100 * o.overhead_frac:9.1f}%"
-        speed = cell(o, "speedup", suffix="x")
+        speed, mat, rate = cell(o, "speedup", suffix="x"), cell(o, "mat"), cell(o, "tokens_per_s", ".1f")
         rows.append(
-            f"{name:{width}}{speed:>{w[0]}}{cell(o, 'mat'):>{w[1]}}{cell(o, 'tokens_per_s', '.1f'):>{w[2]}}{draft}"
+            f"{name:{width}} {speed:>{w[0] - 1}} {mat:>{w[1] - 1}} {rate:>{w[2] - 1}}{draft}"
             f"{overhead}{100 * o.identical_frac:10.0f}%  {shares}"
         )
     return "\n".join([head, *rows])
