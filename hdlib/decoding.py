@@ -98,6 +98,7 @@ def generate(
     drafter: Drafter | None = None,
     gate: bool = True,
     prior: PriorChoice = None,
+    candidates: int | None = None,
 ) -> Generation:
     """Answer `prompt` with HD (or plain decoding when `tiers` is empty) and return the record.
 
@@ -108,7 +109,9 @@ def generate(
     used instead of them.
     `budget` is the most draft tokens per step (the tiers fill it in order); None chooses it per
     step from the measured forward time, and asks a tier after the first only where asking it pays
-    (`hdlib.engine.gate`; `gate=False` asks every tier at every step), starting from the acceptance
+    (`hdlib.engine.gate`; `gate=False` asks every tier at every step; `candidates`, the draft tokens
+    each tier may propose before the ranking keeps the best, None for `hdlib.engine.value.CANDIDATES`),
+    starting from the acceptance
     `prior` (`resolve_prior`: "packaged", "learned", "fresh", a file or an `AcceptancePrior`; None is
     "packaged" for the packaged model, else "learned", the cache's, which learns from every
     generation; all but "learned" are read-only, so a generation does not depend on what ran before
@@ -148,7 +151,7 @@ def generate(
     elif fixed is None:
         profile = load_or_measure(lm.model)
         used = chosen if chosen is not None else AcceptancePrior.for_model(profile.key)
-        policy = ValueBudget(profile, used, gate=gate)
+        policy = ValueBudget(profile, used, candidates=candidates, gate=gate)
     else:
         policy = fixed
     digest = used.digest() if used is not None else ""  # before a learning prior merges this generation

@@ -43,7 +43,7 @@ from hdlib.bench.log import ResultsLog, raw_path, run_settings
 from hdlib.bench.specbench import Question, load_questions, per_task, split
 from hdlib.cli import main
 from hdlib.errors import HDError
-from hdlib.tiers import BONUS, Tier
+from hdlib.tiers import BONUS, ContextSettings, ContextTier, Tier
 from hdlib.tiers.peers import SuffixDecodingTier, TokenRecyclingTier
 
 METHODS = ["hf", "hf-pld", "hd:C"]
@@ -178,6 +178,54 @@ def test_a_fixed_budget_reaches_generate(lm, monkeypatch):
     methods = r.methods
     assert methods["hd:C@0"].overall.mat == 1.0 and methods["hd:C@0"].overall.tier_share == {"bonus": 1.0}
     assert methods["hd:C@8"].overall.identical_frac == 1.0 and methods["hd:C@8"].overall.mat >= 1.0
+
+
+def test_a_constant_switch_sets_that_constant_and_reaches_the_engine(lm, monkeypatch):
+    """`+candidates=N` and `+share-window=N` (for re-checking hdlib's chosen constants) set the
+    value-ranked tree's candidates per tier and the context tier's share window, and nothing else."""
+    assert Method.parse("hd").candidates is None and Method.parse("hd+candidates=2").candidates == 2
+    wide = Method.parse("hd:CM+share-window=128")
+    assert isinstance(wide.tiers[0], ContextTier) and wide.tiers[0].settings.share_window == 128
+    assert wide.tiers[0].settings.window is None and wide.tiers[1:] == (Tier.MODEL,)
+    both = Method.parse("hd+window+share-window=8").tiers[0]
+    assert both.settings.window is not None and both.settings.share_window == 8
+    for bad, message in [
+        ("hd+candidates=0", "positive integer"),
+        ("hd+candidates=2+candidates=3", "once"),
+        ("hd+candidates=8@16", "fixed budget"),
+        ("hd:MS+share-window=8", "has none"),
+        ("suffix+candidates=8", "go after hd or hd:ORDER"),
+        ("hd+width=3", "unknown switch"),
+    ]:
+        with pytest.raises(HDError, match=message):
+            Method.parse(bad)
+
+    drafted: dict[int | None, int] = {}  # candidates asked for -> the most draft tokens of one step
+    real = hdlib.bench.run.generate
+
+    def spy(*args, candidates=None, **kwargs):
+        g = real(*args, candidates=candidates, **kwargs)
+        drafted[candidates] = max([drafted.get(candidates, 0), *(s.tree.n_drafted for s in g.steps)])
+        return g
+
+    monkeypatch.setattr(hdlib.bench.run, "generate", spy)
+    questions = [Question(1, "qa", ("hello how hello how hello how",))]
+    r = run_benchmark(lm, questions, ["hd:C", "hd:C+candidates=1"], max_new_tokens=64)
+    assert drafted[1] == 1 < drafted[None]  # one tier, one candidate: one draft token a step at most
+    assert r.methods["hd:C+candidates=1"].overall.identical_frac == 1.0
+
+
+def test_the_share_window_is_the_occurrences_a_context_share_is_counted_over():
+    text = [1, 2, 3] * 3 + [1, 2, 4] + [1, 2]  # after "1 2": 3 three times, then 4
+    shares = {}
+    for window in (2, 32):
+        tier = ContextTier(ContextSettings(min_key=2, max_key=2, share_window=window))
+        tier.begin(text)
+        shares[window] = {p.tokens[0]: p.confidence[0] for p in tier.propose(text, 64)}
+    assert shares[2] == {4: 1.0, 3: 0.0}  # the last occurrence with a continuation alone
+    assert shares[32] == {4: 0.25, 3: 0.75}
+    with pytest.raises(HDError, match="share_window"):
+        ContextSettings(share_window=1)
 
 
 OWN = (TokenRecyclingTier, SuffixDecodingTier)

@@ -1,7 +1,7 @@
 """The methods a benchmark compares, by name: `ar`, `hf`, `hf-pld`, `hd`, `hd:ORDER`, `hd:all-orders`
 (`hd` and `hd:ORDER` with `+window`: a Lookahead window feeding the context tier; `+ask-all`: every
-tier asked at every step, the hierarchy's gate off; `+no-recycling`: the recycled tier left out), the
-paper's HD as
+tier asked at every step, the hierarchy's gate off; `+no-recycling`: the recycled tier left out;
+`+candidates=N` and `+share-window=N`: one of hdlib's chosen constants set otherwise), the paper's HD as
 its authors ran it (`hd-paper`, `+mend`, `+trie`) and the field's drafters verified by hdlib's
 engine (`recycling`, `rest`, `suffix`, `lookahead`); each but `ar` and transformers' with an optional
 fixed budget `@N` (see hdlib.bench)."""
@@ -36,6 +36,12 @@ PEERS: dict[str, tuple[Tier, int]] = {
 # model's recycled guesses (the recycled tier left out: the paper's three databases).
 WINDOW, ASK_ALL, NO_RECYCLING = "+window", "+ask-all", "+no-recycling"
 HD_SWITCHES = (WINDOW, ASK_ALL, NO_RECYCLING)
+# Switches with a value, each setting one constant hdlib's HD chose (docs/benchmarks.md says on which
+# questions), so that it can be re-checked against its default on other questions: the value-ranked
+# tree's candidates per tier and step (hdlib.engine.value.CANDIDATES), and the context tier's recent
+# occurrences of a key its shares are counted over (hdlib.tiers.context.SHARE_WINDOW).
+CANDIDATES, SHARE_WINDOW = "+candidates=", "+share-window="
+HD_SETTINGS = (CANDIDATES, SHARE_WINDOW)
 OWN_TABLES = (RECYCLING, SUFFIX)  # tiers whose tables outlive a request: each method keeps its own
 
 
@@ -49,6 +55,7 @@ class Method:
     paper: PaperSettings | None = None  # hd-paper methods: the authors' drafting, with these switches
     serving: bool = False  # vLLM's engine answers it, in vLLM's environment (hdlib.bench.serving)
     gate: bool = True  # hd methods with the value-ranked tree: False asks every tier at every step
+    candidates: int | None = None  # hd methods with the value-ranked tree: candidates per tier (None: the default)
 
     @property
     def drafts(self) -> bool:
@@ -72,9 +79,9 @@ class Method:
             return cls(name, transformers=True, prompt_lookup=PROMPT_LOOKUP_TOKENS)
         if vllm_method(base):
             return cls(name, serving=True)
-        base, switches = hd_switches(name, base)
+        base, switches, settings = hd_switches(name, base)
         if base == "hd":
-            return cls.hd(name, DEFAULT_TIERS, budget, switches)
+            return cls.hd(name, DEFAULT_TIERS, budget, switches, settings)
         if base == PAPER or base.startswith(PAPER + "+"):
             paper = paper_settings(name, base)
             return cls(name, budget=paper.budget if budget is None else budget, paper=paper)
@@ -82,10 +89,11 @@ class Method:
             tier, size = PEERS[base]
             return cls(name, (tier,), budget=size if budget is None else budget)
         if base.startswith("hd:") and len(base) > 3:
-            return cls.hd(name, tuple(parse_tiers(list(base[3:]))), budget, switches)  # type: ignore[arg-type]
+            return cls.hd(name, tuple(parse_tiers(list(base[3:]))), budget, switches, settings)  # type: ignore[arg-type]
         raise HDError(
             f"unknown method {name!r}: use ar, hf, hf-pld, hd, hd:ORDER (tier letters C, R, M, S, T, E, U, L or a "
-            f"registered tier's, e.g. hd:CM), either with {WINDOW}, {ASK_ALL} and {NO_RECYCLING}, {ALL_ORDERS}, "
+            f"registered tier's, e.g. hd:CM), either with {WINDOW}, {ASK_ALL}, {NO_RECYCLING}, {CANDIDATES}N and "
+            f"{SHARE_WINDOW}N, {ALL_ORDERS}, "
             f"{PAPER}[+mend][+trie], "
             f"{', '.join(PEERS)}, {', '.join(VLLM_METHODS)}, vllm-hd:ORDER (of C, M, S); "
             "any but ar, hf, hf-pld and vLLM's may end in @N for "
@@ -93,40 +101,70 @@ class Method:
         )
 
     @classmethod
-    def hd(cls, name: str, tiers: tuple[Tier, ...], budget: int | None, switches: set[str]) -> Method:
-        if ASK_ALL in switches and budget is not None:
-            raise HDError(
-                f"method {name!r}: {ASK_ALL} turns off the value-ranked tree's gate; a fixed budget @N asks the tiers "
-                "in order until it is full"
-            )
+    def hd(
+        cls, name: str, tiers: tuple[Tier, ...], budget: int | None, switches: set[str], settings: dict[str, int]
+    ) -> Method:
+        for switch in (ASK_ALL, CANDIDATES):
+            if (switch in switches or switch in settings) and budget is not None:
+                raise HDError(
+                    f"method {name!r}: {switch.rstrip('=')} sets the value-ranked tree's choice; a fixed budget @N "
+                    "asks the tiers in order until it is full"
+                )
         if NO_RECYCLING in switches:
             if Tier.RECYCLED not in tiers:
                 raise HDError(f"method {name!r}: {NO_RECYCLING} leaves the recycled tier out, and the order has none")
             tiers = tuple(t for t in tiers if t != Tier.RECYCLED)
-        ordered = with_window(tiers) if WINDOW in switches else tiers
-        return cls(name, ordered, budget=budget, gate=ASK_ALL not in switches)
+        context = ContextSettings(
+            window=WindowSettings() if WINDOW in switches else None,
+            share_window=settings.get(SHARE_WINDOW, ContextSettings.share_window),
+        )
+        ordered = with_context(tiers, context, name) if context != ContextSettings() else tiers
+        return cls(name, ordered, budget=budget, gate=ASK_ALL not in switches, candidates=settings.get(CANDIDATES))
 
 
-def hd_switches(name: str, base: str) -> tuple[str, set[str]]:
-    """`hd:CM+window` -> ("hd:CM", {"+window"}); refused after anything but hd or hd:ORDER, or twice."""
+def hd_switches(name: str, base: str) -> tuple[str, set[str], dict[str, int]]:
+    """`hd:CM+window+candidates=8` -> ("hd:CM", {"+window"}, {"+candidates=": 8}); refused after
+    anything but hd or hd:ORDER, or twice."""
+    head, *parts = base.split("+")
+    ours = [p for p in parts if "+" + p in HD_SWITCHES or ("+" + p).startswith(HD_SETTINGS)]
+    if not parts or (head == PAPER and not ours):  # hd-paper's own switches: paper_settings reads them
+        return base, set(), {}
+    if not (head == "hd" or (head.startswith("hd:") and head != ALL_ORDERS)):
+        raise HDError(
+            f"method {name!r}: {', '.join(HD_SWITCHES)}, {CANDIDATES}N and {SHARE_WINDOW}N go after hd or hd:ORDER "
+            f"(e.g. hd:CM{WINDOW}@64)"
+        )
     switches: list[str] = []
-    while switch := next((s for s in HD_SWITCHES if base.endswith(s)), None):
-        switches.append(switch)
-        base = base.removesuffix(switch)
-    if switches and not (base == "hd" or (base.startswith("hd:") and base != ALL_ORDERS)):
-        raise HDError(f"method {name!r}: {' and '.join(HD_SWITCHES)} go after hd or hd:ORDER (e.g. hd:CM{WINDOW}@64)")
-    if len(set(switches)) != len(switches):
-        raise HDError(f"method {name!r}: each switch at most once")
-    return base, set(switches)
+    settings: dict[str, int] = {}
+    for switch in ("+" + p for p in parts):
+        setting = next((s for s in HD_SETTINGS if switch.startswith(s)), None)
+        if switch in HD_SWITCHES:
+            if switch in switches:
+                raise HDError(f"method {name!r}: each switch at most once")
+            switches.append(switch)
+        elif setting is not None:
+            value = switch.removeprefix(setting)
+            if not (value.isascii() and value.isdigit()) or value[0] == "0" or setting in settings:
+                raise HDError(f"method {name!r}: {setting}N takes a positive integer N, once (e.g. hd{setting}8)")
+            settings[setting] = int(value)
+        else:
+            raise HDError(
+                f"method {name!r}: unknown switch {switch!r}; hd and hd:ORDER take "
+                f"{', '.join(HD_SWITCHES)}, {CANDIDATES}N and {SHARE_WINDOW}N"
+            )
+    return head, set(switches), settings
 
 
-def with_window(tiers: tuple[Tier, ...]) -> tuple[Tier | DraftTier, ...]:
-    """The order with its context tier fed by a Lookahead window (one tier made for the run: `begin`
-    starts it afresh with every request)."""
+def with_context(tiers: tuple[Tier, ...], settings: ContextSettings, name: str) -> tuple[Tier | DraftTier, ...]:
+    """The order with its context tier made with `settings` (a Lookahead window feeding it, another
+    share window): one tier made for the run, which `begin` starts afresh with every request."""
     if Tier.CONTEXT not in tiers:
-        raise HDError(f"{WINDOW} feeds the context tier, and the order {''.join(t.letter for t in tiers)} has none")
-    window = ContextTier(ContextSettings(window=WindowSettings()))
-    return tuple(window if t == Tier.CONTEXT else t for t in tiers)
+        raise HDError(
+            f"method {name!r}: {WINDOW} and {SHARE_WINDOW}N set the context tier, and the order "
+            f"{''.join(t.letter for t in tiers)} has none"
+        )
+    context = ContextTier(settings)
+    return tuple(context if t == Tier.CONTEXT else t for t in tiers)
 
 
 def paper_settings(name: str, base: str) -> PaperSettings:

@@ -76,7 +76,7 @@ def answer_question(
             drafter = paper_drafter(lm, method.paper) if method.paper is not None else None
             g = generate(
                 lm, prompt_ids, method.tiers, max_new_tokens=max_new_tokens, budget=method.budget, drafter=drafter,
-                gate=method.gate, prior=prior, **sampling,
+                gate=method.gate, prior=prior, candidates=method.candidates, **sampling,
             )  # fmt: skip
             turns.append(Turn.of(g))
         messages.append({"role": "assistant", "content": history[i] if i < len(history) else turns[-1].text})

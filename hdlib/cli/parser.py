@@ -34,7 +34,8 @@ PREPACK_HELP = "CPU: which linear layers may run with oneDNN-prepacked weights (
 METHODS_HELP = (
     "ar, hf, hf-pld, hd, hd:ORDER (e.g. hd:CM, hd:CT), either with +window (a Lookahead window feeding the context "
     "tier), +ask-all (every tier asked at every step: no hierarchy's gate) and +no-recycling (the recycled tier "
-    "left out), hd:all-orders (the paper's C, M, S in every order), hd-paper[+mend][+trie] "
+    "left out), +candidates=N and +share-window=N (one of hdlib's chosen constants set otherwise: candidates per tier, "
+    "the context tier's share window), hd:all-orders (the paper's C, M, S in every order), hd-paper[+mend][+trie] "
     "(the paper's HD as its authors ran it: 7 drafts of 4 tokens side by side), the field's drafters verified by "
     "hdlib: recycling (Token Recycling, 80-node tree), rest (REST, 64 tokens), suffix (SuffixDecoding, 24 tokens), "
     "lookahead (Lookahead decoding, 7 x 4 window, 28 tokens), and vLLM's engine (vllm, vllm-ngram, vllm-suffix, "

@@ -41,12 +41,20 @@ class ContextSettings:
     draft_len: int = 10  # tokens per continuation; a copy of a passage is long, a guess is not
     per_key: int = 4  # continuations read per key, most recent first
     window: WindowSettings | None = None  # a Lookahead window feeding the tier; None: none
+    # The key's most recent occurrences its continuations' shares are counted over, the context's own
+    # last tokens (which have no continuation yet) among them.
+    share_window: int = SHARE_WINDOW
 
     def __post_init__(self) -> None:
         if not 1 <= self.min_key <= self.max_key:
             raise HDError(f"context tier: need 1 <= min_key <= max_key, got {self.min_key}, {self.max_key}")
         if self.draft_len < 1 or self.per_key < 1:
             raise HDError("context tier: draft_len and per_key must be at least 1")
+        if self.share_window < 2:
+            raise HDError(
+                f"context tier: share_window must be at least 2 (the context's own last tokens are one of the "
+                f"occurrences it counts), got {self.share_window}"
+            )
 
 
 class ContextTier(DraftTier):
@@ -105,7 +113,7 @@ class ContextTier(DraftTier):
         seen_positions: set[int] = set()
         for key_length, positions in self._index.suffix_matches(tokens):
             # How often the key's recent occurrences went on with each token: the tier's confidence.
-            recent = [tokens[p] for p in positions[-SHARE_WINDOW:] if p < n]
+            recent = [tokens[p] for p in positions[-s.share_window :] if p < n]
             follows = Counter(recent)
             taken = 0
             for pos in reversed(positions[-SCAN:]):  # most recent first
