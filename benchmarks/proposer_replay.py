@@ -1,7 +1,8 @@
 """vLLM's chain proposers replayed over plain decoding's answers: their MAT, without vLLM.
 
     python -m benchmarks.proposer_replay --questions FILE [--per-task 2] [--max-new-tokens 256]
-        [--methods hd,hd@24,suffix] [--answers CACHE.json] [--out benchmarks/results/<machine>/proposer_replay.json]
+        [--methods hd,hd@24,hd+key=2,suffix] [--answers CACHE.json]
+        [--out benchmarks/results/<machine>/proposer_replay.json]
 
 vLLM verifies a proposer's chain greedily: it accepts the chain's longest prefix that equals what
 plain decoding emits, and a step emits those tokens and one more. Given plain decoding's answers
@@ -12,10 +13,13 @@ every step with the tokens that step emitted, requests one after another as `hdl
 (every turn, the conversation so far being plain decoding's).
 
 Methods: `hd` (hdlib's proposer, `hdlib.serving.proposer.ChainDrafter`, the tiers CMS, a chain of
-at most 16, as `vllm-hd` runs it), `hd:ORDER` (tier letters of C, M, S) and `@N` (a chain of at
-most N: `hd@24`); `suffix` (SuffixDecoding as vLLM runs it: arctic-inference's cache, 24 tokens,
+at most 16, as `vllm-hd` runs it), `hd:ORDER` (tier letters of C, M, S), `+key=N` (the context
+tier's shortest key N tokens instead of the proposer's one) and `@N` (a chain of at most N:
+`hd@24`); `suffix` (SuffixDecoding as vLLM runs it: arctic-inference's cache, 24 tokens,
 vLLM's default settings, earlier requests' answers cached). It reports MAT overall and per task,
-and the draft tokens proposed per step: MAT is what this measures; tokens per second need the
+and the draft tokens proposed per step, and each method's MAT against the first's: the geometric
+mean over questions of the per-question ratio, with its 95 % interval from a bootstrap over
+questions (`hdlib.bench.intervals`). MAT is what this measures; tokens per second need the
 engine (`hdlib bench --methods vllm-hd,vllm-suffix`), where a longer chain costs more to verify
 (`benchmarks/vllm_step_cost.py`).
 """
@@ -27,22 +31,26 @@ import sys
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from benchmarks.bench_tables import interval
 from benchmarks.common import load, spec_bench_parser, write_results
 from benchmarks.markdown import code, f1, f2, table
+from hdlib.bench.intervals import Estimate, geometric_mean, ratio_of_sums, verdict
 from hdlib.bench.serving import HD, VLLM_METHODS, tier_order
 from hdlib.engine.loop import DecodeSettings, run
 from hdlib.models.loading import LoadedModel
-from hdlib.serving.proposer import ChainDrafter, offline_tiers
+from hdlib.serving.proposer import CONTEXT, ChainDrafter, offline_tiers
 from hdlib.store import write_text_atomic
+from hdlib.tiers import ContextSettings
 
 SUFFIX_SETTINGS = {"max_tree_depth": 24, "max_spec_factor": 1.0, "min_token_prob": 0.1}  # vLLM's, as bench runs it
 
-Turn = tuple[str, list[int], list[int]]  # task, prompt ids, plain decoding's answer ids
+Turn = tuple[str, list[int], list[int], int]  # task, prompt ids, plain decoding's answer ids, question id
 
 
 class SuffixProposer:
@@ -74,8 +82,8 @@ class SuffixProposer:
 class HDChainProposer:
     """hdlib's proposer, one row per call, as vLLM's runner hands it a batch of one."""
 
-    def __init__(self, lm: LoadedModel, order: str, max_len: int) -> None:
-        self.drafter = ChainDrafter(offline_tiers(lm, order), order, max_len)
+    def __init__(self, lm: LoadedModel, order: str, max_len: int, context: ContextSettings | None = None) -> None:
+        self.drafter = ChainDrafter(offline_tiers(lm, order), order, max_len, context=context)
 
     def start(self, prompt: Sequence[int]) -> None:
         pass
@@ -87,12 +95,19 @@ class HDChainProposer:
 
 def proposer_for(name: str, lm: LoadedModel) -> HDChainProposer | SuffixProposer:
     base, _, size = name.partition("@")
+    base, _, key = base.partition("+key=")
     kind, _, order = base.partition(":")
-    if kind == "suffix" and not order:
+    if kind == "suffix" and not order and not key:
         return SuffixProposer(int(size or 24))
-    if kind == "hd":
-        return HDChainProposer(lm, tier_order(order or None), int(size or VLLM_METHODS[HD]['num_speculative_tokens']))
-    raise SystemExit(f"--methods: unknown proposer {name!r} (hd, hd:ORDER, suffix, each with an optional @N)")
+    if kind == "hd" and key in ("", "1", "2", "3", "4"):
+        context = replace(CONTEXT, min_key=int(key)) if key else None
+        return HDChainProposer(
+            lm, tier_order(order or None), int(size or VLLM_METHODS[HD]["num_speculative_tokens"]), context
+        )
+    raise SystemExit(
+        f"--methods: unknown proposer {name!r} (hd, hd:ORDER, each with an optional +key=N of 1 to 4; suffix; "
+        "each with an optional @N)"
+    )
 
 
 def replay(propose: Callable[[list[int], list[int]], list[int]], prompt: list[int], answer: list[int]) -> Counter:
@@ -118,7 +133,7 @@ def plain_answers(lm: LoadedModel, questions: Sequence[Any], max_new_tokens: int
             messages.append({"role": "user", "content": user})
             ids = list(lm.encode_prompt(messages))
             plain = run(lm.model, ids, None, DecodeSettings(max_new_tokens=max_new_tokens), lm.eos_token_ids)
-            turns.append((q.task, ids, list(plain.tokens)))
+            turns.append((q.task, ids, list(plain.tokens), q.question_id))
             messages.append({"role": "assistant", "content": lm.decode(plain.tokens)})
         print(f"q{q.question_id} ({q.task}): answered", file=sys.stderr, flush=True)
     return turns
@@ -130,7 +145,7 @@ def main() -> None:
     parser.add_argument("--answers", type=Path, help="plain decoding's answers: read from here, or written here")
     args = parser.parse_args()
     questions, lm = load(args)
-    key = {"question_ids": [q.question_id for q in questions], "max_new_tokens": args.max_new_tokens}
+    key = {"question_ids": [q.question_id for q in questions], "max_new_tokens": args.max_new_tokens, "format": 2}
     cached = json.loads(args.answers.read_text()) if args.answers and args.answers.is_file() else None
     if cached and cached["key"] == key:
         turns = [tuple(t) for t in cached["turns"]]
@@ -139,42 +154,90 @@ def main() -> None:
         if args.answers:
             write_text_atomic(args.answers, json.dumps({"key": key, "turns": turns}) + "\n")
     methods: dict[str, dict[str, Any]] = {}
+    per_question: dict[str, dict[int, Counter]] = {}
     for name in args.methods.split(","):
         proposer = proposer_for(name, lm)
         sums: dict[str, Counter] = defaultdict(Counter)
+        questions_of: dict[int, Counter] = defaultdict(Counter)
         started = time.perf_counter()
-        for task, prompt, answer in turns:
+        for task, prompt, answer, question_id in turns:
             proposer.start(prompt)
             counts = replay(proposer.propose, prompt, answer)
             sums["overall"].update(counts)
             sums[task].update(counts)
+            questions_of[question_id].update(counts)
         seconds = time.perf_counter() - started
         methods[name] = {
             task: {"mat": t["tokens"] / t["steps"], "proposed_per_step": t["proposed"] / t["steps"]}
             for task, t in sums.items()
         }
-        methods[name]["overall"]["propose_ms"] = 1e3 * seconds / sums["overall"]["steps"]
         o = methods[name]["overall"]
+        o["propose_ms"] = 1e3 * seconds / sums["overall"]["steps"]
+        o["mat_interval"] = ratio_of_sums(
+            [c["tokens"] for c in questions_of.values()], [c["steps"] for c in questions_of.values()]
+        ).to_json()
+        per_question[name] = questions_of
         print(f"{name}: MAT {o['mat']:.2f}, {o['proposed_per_step']:.1f} proposed a step, "
               f"{o['propose_ms']:.2f} ms to propose", flush=True)  # fmt: skip
-    write_results(args.out, "proposer_replay", questions=len(questions), max_new_tokens=args.max_new_tokens,
-                  methods=methods)
+    first, *others = per_question
+    comparisons = [mat_comparison(per_question, other, first) for other in others]
+    for c in comparisons:
+        print(f"MAT {c['a']} / {c['b']}: {Estimate.from_json(c['ratio']).describe(suffix='x')}, {c['verdict']}")
+    write_results(
+        args.out,
+        "proposer_replay",
+        questions=len(questions),
+        max_new_tokens=args.max_new_tokens,
+        question_ids=key["question_ids"],
+        methods=methods,
+        comparisons=comparisons,
+    )
+
+
+def mat_comparison(per_question: Mapping[str, Mapping[int, Counter]], a: str, b: str) -> dict[str, Any]:
+    """A's MAT against B's: the geometric mean over questions of the per-question ratio (each
+    question's tokens over its steps, every turn), with its interval over questions."""
+    mat = {name: {q: c["tokens"] / c["steps"] for q, c in per_question[name].items()} for name in (a, b)}
+    ratio = geometric_mean([mat[a][q] / mat[b][q] for q in mat[b]])
+    said = verdict(ratio, above="higher", below="lower")
+    return {"a": a, "b": b, "ratio": ratio.to_json(), "verdict": said, "questions": len(mat[b])}
 
 
 def tables(data: Mapping[str, Any]) -> list[str]:
     """benchmarks/proposer_replay.py: the proposers' MAT over plain decoding's answers."""
     methods = data["methods"]
     tasks = [t for t in next(iter(methods.values())) if t != "overall"]
+
+    def mat(o: Mapping[str, Any]) -> str:
+        return interval(o["mat_interval"], f2) if "mat_interval" in o else f2(o["mat"])
+
     rows = [
-        [code(n), f2(m["overall"]["mat"]), f1(m["overall"]["proposed_per_step"]), f2(m["overall"]["propose_ms"]),
+        [code(n), mat(m["overall"]), f1(m["overall"]["proposed_per_step"]), f2(m["overall"]["propose_ms"]),
          *(f2(m[t]["mat"]) for t in tasks)]
         for n, m in methods.items()
     ]  # fmt: skip
-    return [
+    out = [
         f"Settings: {data['model']}, {data['questions']} questions, {data['max_new_tokens']} new tokens per turn; "
         "each proposer replayed over plain decoding's answers as vLLM would call it.",
         table(["proposer", "MAT", "proposed/step", "ms to propose", *(f"MAT {t}" for t in tasks)], rows),
     ]
+    if data.get("comparisons"):
+        out.append(
+            table(
+                ["MAT of", "against", "ratio [95 % interval]", "questions", "verdict"],
+                [
+                    [
+                        code(c["a"]),
+                        code(c["b"]),
+                        interval(c["ratio"], lambda v: f"{v:.2f}x"),
+                        str(c["questions"]),
+                        c["verdict"],
+                    ]
+                    for c in data["comparisons"]
+                ],
+            )  # fmt: skip
+        )
+    return out
 
 
 if __name__ == "__main__":

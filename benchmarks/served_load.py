@@ -166,8 +166,6 @@ def main() -> None:
 def tables(data: Mapping[str, Any]) -> list[str]:
     """benchmarks/served_load.py: vLLM served at several concurrencies, repeated, each speculative method
     beside plain, with the paired comparisons."""
-    if "summary" not in data:
-        return single_run_tables(data)
     rows = []
     for c in data["concurrency"]:
         plain = data["summary"]["vllm"][str(c)]["tokens_per_s"]["value"]
@@ -194,26 +192,6 @@ def tables(data: Mapping[str, Any]) -> list[str]:
         "tokens over its latency) under A over the same question's under B at the same concurrency, with its 95 % "
         'interval (bootstrap over questions); "on par" where the interval holds 1:',
         table(["A / B", "concurrency", "ratio", "questions", "verdict"], compared),
-    ]
-
-
-def single_run_tables(data: Mapping[str, Any]) -> list[str]:
-    """A run of one repeat, by the load generator this script had before `vllm bench serve`: no
-    intervals, so a difference between methods is not shown to be more than noise."""
-    rows = []
-    for c in data["concurrency"]:
-        plain = data["methods"]["vllm"][str(c)]["tokens_per_s"]
-        for name, levels in data["methods"].items():
-            r = levels[str(c)]
-            same = "-" if r["identical_frac"] is None else pct(r["identical_frac"])
-            rows.append([str(c), code(name), f1(r["tokens_per_s"]), f2(r["tokens_per_s"] / plain) + "x",
-                         f1(r["tpot_ms_p50"]), f1(r["tpot_ms_p99"]), f1(r["ttft_ms_p50"]), f2(r["mat"]),
-                         str(r["requests"]), same])  # fmt: skip
-    return [
-        f"Settings: {data['model']}, `vllm serve` {' '.join(data['server_args'])}, greedy, {data['questions']} "
-        f"Spec-Bench questions' first turns, {data['max_new_tokens']} new tokens at most; one run, no intervals.",
-        table(["concurrency", "method", "output tokens/s", "vs plain", "TPOT p50 ms", "TPOT p99 ms", "TTFT p50 ms",
-               "MAT", "answers", "identical to plain"], rows),  # fmt: skip
     ]
 
 

@@ -21,6 +21,8 @@ from types import ModuleType
 import pytest
 
 from benchmarks import bench_tables
+from benchmarks.bench_tables import interval
+from benchmarks.markdown import f1, f2
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
@@ -104,6 +106,7 @@ def test_machine_folders():
 
 def test_a_run_on_two_machines_gets_each_machines_table():
     epyc = {"cpu": "AMD EPYC", "vector_flags": ["avx", "avx2"], "threads": 2}
+
     def part(machine, ids, speedup, mat):
         methods = {"ar": {"speedup": 1.0, "mat": 1.0}, "hd": {"speedup": speedup, "mat": mat}}
         return {"machine": machine, "question_ids": ids, "methods": methods}
@@ -166,14 +169,29 @@ def test_docs_serving_tables_are_the_committed_vllm_runs():
         assert [mat, tokens_per_s, ratio] == [f"{r['mat']:.2f}", f"{r['tokens_per_s']:.1f}",
                                               f"{r['tokens_per_s'] / plain:.2f}x"], cell  # fmt: skip
     served = json.loads((RESULTS / "xeon-amx" / "served_load.json").read_text())
-    methods = ["vllm", "vllm-ngram", "vllm-suffix", "vllm-hd"]
-    rows = table_rows(text, "concurrency")
-    assert [cell.split()[0] for cell in rows] == [str(c) for c in served["concurrency"]]
-    for cell, printed in rows.items():
-        c, tasks = cell.split(" ", 1)
-        levels = [served["methods"][m][c] for m in methods]
-        assert sorted(tasks.strip("()").split(", ")) == levels[0]["tasks"], cell
-        assert printed == [f"{r['tokens_per_s']:.1f} ({r['tpot_ms_p99']:.0f})" for r in levels], cell
+    start = text.index("| concurrency | method |")
+    lines = takewhile(lambda line: line.startswith("|"), text[start:].splitlines()[2:])
+    printed = [[cell.strip() for cell in line.strip("|").split("|")] for line in lines]
+    expected = [
+        [
+            str(c),
+            f"`{m}`" + (" (plain)" if m == "vllm" else ""),
+            interval(r["tokens_per_s"], f1),
+            interval(r["mat"], f2),
+        ]
+        for c in served["concurrency"]
+        for m, levels in served["summary"].items()
+        for r in [levels[str(c)]]
+    ]
+    assert printed == expected
+    assert all(r["identical_frac"] in (None, 1.0) for levels in served["summary"].values() for r in levels.values())
+    prose = " ".join(text[start:].split())
+    for cmp in served["comparisons"]:
+        for c, e in cmp["levels"].items():
+            said = f"{e['value']:.2f}x [{e['low']:.2f}, {e['high']:.2f}] at concurrency {c}"
+            assert said in prose, (cmp["a"], cmp["b"], c)
+    for m, name in [("vllm", "plain"), ("vllm-suffix", "`vllm-suffix`"), ("vllm-hd", "`vllm-hd`")]:
+        assert f"{served['summary'][m]['16']['ttft_ms_p50'] / 1e3:.1f} s for {name}" in prose, m
 
 
 def test_a_run_with_intervals_shows_them_and_says_on_par_where_a_ratio_holds_one():
@@ -231,7 +249,6 @@ def test_docs_peers_cites_the_report_half_run_with_its_intervals():
     sentence = (f"`{compared['a']}` against the fastest peer, SuffixDecoding, question by question: {e['value']:.2f}x "
                 f"[{e['low']:.2f}, {e['high']:.2f}] over {e['n']} questions: {verdict}.")  # fmt: skip
     assert compared["b"] == "suffix" and sentence in text
-
 
 
 def test_docs_serving_cites_the_report_half_vllm_run_with_its_intervals():

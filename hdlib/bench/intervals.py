@@ -97,11 +97,12 @@ def ratio_of_sums(numerators: Sequence[float], denominators: Sequence[float]) ->
     return _interval((a, b), lambda x, y, axis: x.sum(axis) / np.maximum(y.sum(axis), 1e-300), value)
 
 
-def verdict(ratio: Estimate) -> str:
-    """What a paired ratio's interval allows one to say: 'faster', 'slower', or 'on par' (it holds 1)."""
+def verdict(ratio: Estimate, above: str = "faster", below: str = "slower") -> str:
+    """What a paired ratio's interval allows one to say: `above` ('faster'), `below` ('slower'), or
+    'on par' (it holds 1)."""
     if ratio.contains(1.0):
         return "on par"
-    return "faster" if ratio.low > 1 else "slower"
+    return above if ratio.low > 1 else below
 
 
 @dataclass(frozen=True)
