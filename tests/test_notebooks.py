@@ -46,6 +46,19 @@ def test_notebooks_are_thin(path):
     assert "Recap" in nb.cells[-1].source or "Recap" in "".join(c.source for c in nb.cells[-3:])
 
 
+# A tensor moved by hand (`.cpu()`, `.to(...)`) or a model called on one made in the cell assumes a
+# device; the library's functions take the model where it is (a GPU's, in bfloat16, or the CPU's).
+BY_HAND = re.compile(r"\.(cpu|cuda|to)\(|\bmodel\(|torch\.tensor\(\[ids")
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_no_notebook_moves_tensors_between_devices_by_hand(path):
+    nb = nbformat.read(path, as_version=4)
+    found = [(i, line) for i, c in enumerate(nb.cells) if c.cell_type == "code" for line in c.source.splitlines()
+             if BY_HAND.search(line.split("#")[0])]  # fmt: skip
+    assert not found, f"cells that assume a device: {found}"
+
+
 def strip_notebooks(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, str(STRIP), *args], check=False, capture_output=True, text=True)
 

@@ -185,8 +185,25 @@ def test_what_notebook_03_says_of_its_prompt_holds(lm):
 
     (none_mat, _), (echo_mat, echo), (follow_mat, follow) = (run(doc, m) for m in ([], [Echo()], [Follow()]))
     assert follow.get("follow", 0) > echo.get("echo", 0) and follow_mat > echo_mat and echo_mat <= none_mat + 0.05
+    # "MAT is the same with Echo as without it, its one accepted token taking the place of one the model tier drafted"
+    assert round(echo_mat, 2) == round(none_mat, 2) and echo.get("echo") == 1
+    assert echo["model"] == run(doc, [])[1]["model"] - 1
     (none_mat, _), (follow_mat, follow) = (run(boil, m) for m in ([], [Follow()]))
     assert follow_mat > none_mat + 0.1 and follow["follow"] >= 5
+
+
+def test_what_notebook_01_says_of_a_translation_holds(lm):
+    """01's first exercise, its translation prompt at the fixed budget: MAT below 2, no draft of the
+    context tier accepted, the accepted drafts from the recycled guesses and the statistics tier,
+    none from the model tier."""
+    from hdlib.viz import prompt_choices
+
+    prompts = prompt_choices()
+    translation = next(p for label, p in prompts.items() if label.startswith("3 "))
+    g = generate(lm, translation, max_new_tokens=64, budget=16)
+    counts = {t.name: n for t, n in g.tier_counts.items()}
+    assert g.mat < 2 and "context" not in counts and "model" not in counts
+    assert counts["recycled"] > counts["statistics"] > 0
 
 
 # Sampling: (tiers, budget, temperature, top_p, top_k); None budget is the value-ranked tree.

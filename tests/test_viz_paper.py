@@ -38,14 +38,22 @@ def small_results() -> BenchResults:
 # The paper's numbers ----------------------------------------------------------------------------------
 
 
-def test_the_papers_numbers_are_its_six_tasks_under_spec_bench_names_and_its_two_temperatures():
+def test_the_papers_numbers_are_its_six_tasks_under_spec_bench_names_and_its_ten_temperatures():
     assert list(paper.PAPER_TASK_SPEEDUP) == list(TASKS)
     assert paper.PAPER_TASK_SPEEDUP == {
         "mt_bench": 1.62, "translation": 1.07, "summarization": 1.76, "qa": 1.39, "math_reasoning": 1.74, "rag": 1.51
     }  # fmt: skip
     assert sum(paper.PAPER_TASK_SPEEDUP.values()) / 6 == pytest.approx(paper.PAPER_MEAN_SPEEDUP, abs=0.006)  # 1.515
     assert paper.PAPER_MEAN_SPEEDUP == 1.52
-    assert paper.PAPER_TEMPERATURE_SPEEDUP == {0.1: 1.47, 1.0: 1.34}
+    curve = paper.PAPER_TEMPERATURE_SPEEDUP
+    assert list(curve) == [round(0.1 * i, 1) for i in range(1, 11)]
+    assert (round(curve[0.1], 2), round(curve[1.0], 2)) == (1.47, 1.34)  # the ends HD_NOTES.md gives
+    speed = list(curve.values())
+    assert speed[0] == max(speed) and speed[-1] == min(speed)  # it falls, not quite monotonically
+    assert 80 < paper.PAPER_HD_TOKENS_PER_S[0] and paper.PAPER_HD_TOKENS_PER_S[-1] < 74
+    assert all(54 < t < 56 for t in paper.PAPER_AR_TOKENS_PER_S)
+    note = paper.temperature_note([])
+    assert "ten temperatures" in note and "81 to 73 tokens/s" in note and "1.47x falling to 1.34x" in note
 
 
 # Per task ---------------------------------------------------------------------------------------------
@@ -120,7 +128,7 @@ def test_temperature_points_read_both_sampling_scripts_files():
     assert [(p.rule, p.mat) for p in two] == [("gumbel", 1.9), ("rejection", 1.8)] and two[0].questions == 12
 
 
-def test_the_temperature_figure_shows_the_papers_two_endpoints_apart_from_hdlibs_runs():
+def test_the_temperature_figure_shows_the_papers_whole_curve_apart_from_hdlibs_runs():
     runs = [sampling_run(0.0, 1.3, 1.7), sampling_run(1.0, 1.1, 1.2)]
     points = paper.temperature_points({"runs": runs}, "m/sampling.json")
     fig = paper.temperature_figure(points)
@@ -128,7 +136,11 @@ def test_the_temperature_figure_shows_the_papers_two_endpoints_apart_from_hdlibs
     assert len(ours) == 2  # one run, speedup and MAT panels
     assert list(ours[0].x) == [0.0, 1.0] and list(ours[0].y) == [1.3, 1.1] and list(ours[1].y) == [1.7, 1.2]
     (papers,) = [t for t in fig.data if t.name.startswith("the paper")]
-    assert list(papers.x) == [0.1, 1.0] and list(papers.y) == [1.47, 1.34] and "two endpoints" in papers.name
+    assert list(papers.x) == list(paper.PAPER_TEMPERATURES) and "ten temperatures" in papers.name
+    assert [round(y, 2) for y in papers.y] == [round(h / a, 2) for a, h in
+                                               zip(paper.PAPER_AR_TOKENS_PER_S, paper.PAPER_HD_TOKENS_PER_S)]  # fmt: skip
+    assert (round(papers.y[0], 2), round(papers.y[-1], 2)) == (1.47, 1.34)
+    assert [t for t in papers.text if t] == ["1.47x", "1.34x"]  # the ends labelled, every point drawn
     assert "Vicuna-7B" in fig.layout.title.text and "SmolLM2-135M" in fig.layout.title.text
 
 
@@ -212,6 +224,22 @@ def test_what_notebook_04_says_of_the_field_run_holds():
     assert (f"{e.value:.2f}", f"{e.low:.2f}", f"{e.high:.2f}") == ("0.82", "0.74", "0.90") and e.high < 1
 
 
+def test_the_task_figure_says_what_each_bar_rests_on():
+    """04's per-task figure: each task's label gives its questions and answer tokens, from the raw file."""
+    sizes = paper.task_sizes(FIELD.with_name("field.raw.jsonl"))
+    assert sizes["translation"] == (2, 93) and sizes["overall"][0] == 12
+    assert sum(q for t, (q, _) in sizes.items() if t != "overall") == 12
+    fig = paper.task_speedup_figure(field(), ("hd",), sizes)
+    assert "translation<br>2 q, 93 tokens" in fig.data[0].x and "overall<br>12 q, 2642 tokens" in fig.data[0].x
+    assert sizes["mt_bench"] == (2, 1024)
+    # translation, from the run: MAT 2.02, 43 % from the context tier, 36 of one 57-token answer's tokens
+    hd = field().methods["hd"].tasks["translation"]
+    assert (round(hd.mat, 2), round(100 * hd.tier_share["context"])) == (2.02, 43)
+    runs = [json.loads(line) for line in FIELD.with_name("field.raw.jsonl").read_text().splitlines()[1:]]
+    answers = [r["runs"]["hd"][0] for r in runs if r["task"] == "translation"]
+    assert sorted((a["tokens"], a["tiers"].get("context", 0)) for a in answers)[-1] == (57, 36)
+
+
 def test_what_notebook_04_says_of_the_tasks_holds():
     """04: translation is the paper's slowest task, summarization and math its fastest; summarization
     is hdlib's slowest (43 % of its tokens from the context tier) and rag its fastest (60 %), and
@@ -271,6 +299,9 @@ def test_what_notebook_04_says_of_the_orders_holds():
     assert round(overall["M"].mat, 2) == 1.14
     rank_move = {o: by_mat.orders.index(o) - by_speed.orders.index(o) for o in by_speed.orders}
     assert max(rank_move, key=rank_move.get) == "M" and by_mat.orders[-1] == "M"
+    # the recap: by MAT, CMS first, the model tier alone last, the statistics-first orders 6th to 8th of 9
+    assert by_mat.orders[0] == "CMS" and sorted(by_mat.orders.index(o) + 1 for o in ("S", "SCM", "SMC")) == [6, 7, 8]
+    assert len(by_mat.orders) == 9
     assert rank_move["C"] == 3
     assert max(overall, key=lambda o: overall[o].mat) == "CRMS"
     assert (share("CRMS"), share("RCMS")) == (31, 10)

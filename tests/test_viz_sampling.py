@@ -221,3 +221,32 @@ def test_negative_control_a_corrupted_hd_answer_is_reported_beyond_the_near_tie_
     monkeypatch.setattr(hdlib.viz.mechanics, "generate", corrupt)
     (run,) = precision_runs([tiny_lm], PROMPT, max_new_tokens=16, tiers=("context",), budget=8)
     assert not run.same and run.divergence.kind == DIVERGENCE and "part at token" in run.describe()
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.floats(0.01, 1.0), min_size=4, max_size=8), st.randoms(use_true_random=False))
+def test_the_order_of_deterministic_candidates_changes_conditional_rates_not_what_is_emitted_nor_the_speed(
+    weights, rng
+):
+    """Notebook 06, "Try this" 1: under the rejection rule each deterministic candidate is taken with
+    probability p(x) whatever its place, so the emitted distribution and the chance that the walk
+    goes on to any given child (the speed) are the same in every order; only the rate of a candidate
+    once it is tried (conditional on those before it being rejected) changes."""
+    p = torch.tensor(weights, dtype=torch.float64)
+    p /= p.sum()
+    candidates = list(range(len(weights) - 1))  # one token is never drafted: some mass stays for the final draw
+    shuffled = candidates[:]
+    rng.shuffle(shuffled)
+    taken, rates = {}, {}
+    for order in (candidates, shuffled):
+        trials, _ = hdlib.viz.sampling.node_trials(p, order)
+        taken[tuple(order)] = {t.token: t.reach * t.accept for t in trials}
+        rates[tuple(order)] = {t.token: t.accept for t in trials}
+        assert (outcome_distribution(p, order) - p).abs().max() < EXACT
+    for order, chances in taken.items():
+        assert all(abs(chances[x] - float(p[x])) < EXACT for x in candidates), order
+    first, last = candidates[0], candidates[-1]
+    reversed_rates = {t.token: t.accept for t in hdlib.viz.sampling.node_trials(p, candidates[::-1])[0]}
+    assert rates[tuple(candidates)][first] == pytest.approx(float(p[first]))  # tried first: its own p
+    assert reversed_rates[first] > float(p[first])  # tried last: its share of a smaller residual
+    assert rates[tuple(candidates)][last] > reversed_rates[last]

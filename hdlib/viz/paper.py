@@ -5,7 +5,7 @@ Three views, each naming who made every number in it:
 - per task: the speedup of a committed `hdlib bench` run beside the paper's (`task_rows`,
   `task_table`, `task_speedup_figure`);
 - against temperature: hdlib's speedup and MAT from the committed sampling runs beside the paper's
-  two endpoints (`temperature_points`, `committed_temperature_points`, `temperature_figure`,
+  curve of ten temperatures (`temperature_points`, `committed_temperature_points`, `temperature_figure`,
   `temperature_note`);
 - the method: the paper's HD (its authors' code) and hdlib's, point by point, with where hdlib does
   each (`CONTRASTS`, `contrast_table`).
@@ -45,7 +45,15 @@ PAPER_TASK_SPEEDUP = {
     "rag": 1.51,
 }
 PAPER_MEAN_SPEEDUP = 1.52  # the mean of the six tasks
-PAPER_TEMPERATURE_SPEEDUP = {0.1: 1.47, 1.0: 1.34}  # the two ends of the paper's sampling trend
+# The paper's sampling curve: tokens per second of plain decoding (AR) and HD at ten temperatures,
+# Vicuna-7B on Spec-Bench, as the authors' plotting script holds them (scripts/visualize.py,
+# draw_temperature); the speedup at each is their ratio, 1.47x at T = 0.1 falling to 1.34x at 1.0.
+PAPER_TEMPERATURES = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
+PAPER_AR_TOKENS_PER_S = (55.02, 55.34, 55.45, 54.79, 55.29, 55.03, 55.48, 54.92, 55.23, 54.7)
+PAPER_HD_TOKENS_PER_S = (80.91, 80.69, 79.42, 78.6, 79.07, 77.98, 77.86, 75.78, 75.07, 73.48)
+PAPER_TEMPERATURE_SPEEDUP = {
+    t: hd / ar for t, ar, hd in zip(PAPER_TEMPERATURES, PAPER_AR_TOKENS_PER_S, PAPER_HD_TOKENS_PER_S)
+}
 PAPER_COLOR = "#777777"
 OVERALL = "overall"
 MORE_TEMPERATURES = (
@@ -146,12 +154,32 @@ def task_table(results: Results, methods: Sequence[str] = ("hd",)) -> Table:
     return Table(title, header, rows)
 
 
-def task_speedup_figure(results: Results, methods: Sequence[str] = ("hd",)) -> go.Figure:
+def task_sizes(raw: str | Path, method: str = "ar") -> dict[str, tuple[int, int]]:
+    """What each task's bars rest on, from a bench run's raw records (`NAME.raw.jsonl`): task ->
+    (questions, tokens `method` answered), and the same for "overall"."""
+    sizes: dict[str, tuple[int, int]] = {}
+    for line in Path(raw).read_text(encoding="utf-8").splitlines():
+        record = json.loads(line)
+        if "runs" not in record:
+            continue
+        tokens = sum(turn["tokens"] for turn in record["runs"][method])
+        for key in (record["task"], OVERALL):
+            questions, total = sizes.get(key, (0, 0))
+            sizes[key] = (questions + 1, total + tokens)
+    return sizes
+
+
+def task_speedup_figure(
+    results: Results, methods: Sequence[str] = ("hd",), sizes: Mapping[str, tuple[int, int]] | None = None
+) -> go.Figure:
     """Grouped bars per task: the paper's HD (grey) beside each of the run's methods; the title says
-    which model on which machine made which bars."""
+    which model on which machine made which bars, and `sizes` (`task_sizes`), under each task, how
+    many questions and answer tokens its bars rest on."""
     r = BenchResults.of(results)
     rows = task_rows(r, methods)
-    x = [row.task for row in rows]
+    sizes = sizes or {}
+    x = [f"{row.task}<br>{sizes[row.task][0]} q, {sizes[row.task][1]} tokens" if row.task in sizes else row.task
+         for row in rows]  # fmt: skip
     fig = go.Figure()
     fig.add_bar(
         name=PAPER,
@@ -300,8 +328,8 @@ def temperature_figure(points: Sequence[TemperaturePoint]) -> go.Figure:
         x=temps,
         y=[PAPER_TEMPERATURE_SPEEDUP[t] for t in temps],
         mode="lines+markers+text",
-        name=f"{PAPER} (its two endpoints)",
-        text=[f"{PAPER_TEMPERATURE_SPEEDUP[t]:.2f}x" for t in temps],
+        name=f"{PAPER} (its ten temperatures)",
+        text=[f"{PAPER_TEMPERATURE_SPEEDUP[t]:.2f}x" if t in (temps[0], temps[-1]) else "" for t in temps],
         textposition="top center",
         marker={"color": PAPER_COLOR, "size": 11, "symbol": "diamond"},
         line={"color": PAPER_COLOR, "dash": "dash"},
@@ -345,7 +373,10 @@ def temperature_note(points: Sequence[TemperaturePoint]) -> str:
         else "no committed sampling run"
     )
     return (
-        f"{head}. The paper reports two points only (T=0.1: 1.47x, T=1.0: 1.34x). "
+        f"{head}. The paper's curve has ten temperatures, 0.1 to 1.0: HD "
+        f"{PAPER_HD_TOKENS_PER_S[0]:.0f} to {PAPER_HD_TOKENS_PER_S[-1]:.0f} tokens/s against plain decoding's "
+        f"{min(PAPER_AR_TOKENS_PER_S):.1f} to {max(PAPER_AR_TOKENS_PER_S):.1f}, "
+        f"{PAPER_TEMPERATURE_SPEEDUP[0.1]:.2f}x falling to {PAPER_TEMPERATURE_SPEEDUP[1.0]:.2f}x. "
         f"To measure a trend on this machine: {MORE_TEMPERATURES}"
     )
 

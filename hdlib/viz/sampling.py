@@ -36,7 +36,7 @@ import plotly.graph_objects as go
 import torch
 from plotly.subplots import make_subplots
 
-from hdlib.bench.divergence import first_divergence
+from hdlib.bench.divergence import first_divergence, next_logits
 from hdlib.bench.paper import ChainTree
 from hdlib.decoding import generate
 from hdlib.engine.sampling import Sampler, Warp, reject_step
@@ -135,6 +135,13 @@ def _grouped(fig: go.Figure, title: str, yaxis_title: str, height: int) -> go.Fi
 # One node, fixed probabilities, no model: the rule's trials, exactly ------------------------------
 
 Rule = Callable[[torch.Tensor, int], tuple[float, torch.Tensor]]
+
+
+def next_token_probs(lm: LoadedModel, context: Sequence[int], warp: Warp) -> torch.Tensor:
+    """(V,) float64 on the CPU: the distribution plain sampling draws the token after `context` from
+    (its logits as plain decoding computes them, on the model's device and in its dtype, then `warp`),
+    ready for the exact rules here whichever device the model is on."""
+    return warp(next_logits(lm.model, context).cpu())
 
 
 def accept_every_draft(residual: torch.Tensor, token: int) -> tuple[float, torch.Tensor]:
