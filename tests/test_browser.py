@@ -4,7 +4,7 @@ A kernel-only run (test_notebooks.py) sees no drawing: a figure 0 px high, a wid
 plotly's JavaScript, a stale legend, a cut title. Here a JupyterLab of our own serves a copy of
 notebooks/, and tests/browser/notebooks.mjs (playwright-core on Debian's /usr/bin/chromium) opens
 every notebook and runs all its cells; in 03 and 05 it clicks and moves the widgets' controls (in 03
-the budget too, and predict mode: a guess made, revealed, scored) and shows a widget a second time,
+the budget too, and the predict game: five rounds guessed, revealed, scored) and shows a widget a second time,
 and reloads 03's page; it writes what the page showed into a report
 that the tests below read.
 Screenshots stay in pytest's temporary folder and in tests/browser/artifacts/.
@@ -226,7 +226,9 @@ def test_every_figure_and_widget_view_is_drawn(report):
         for p in plots(snapshot):
             assert p["box"]["width"] > 0 and p["box"]["height"] > 0, f"{where}: a figure {p['title']!r} of 0 px"
             assert p["svg"] is not None, f"{where}: a figure {p['title']!r} without its drawing"
-            assert any(trace["points"] for trace in p["data"]), f"{where}: an empty figure {p['title']!r}"
+            # empty on purpose: the predict game before its first step is revealed (nothing of it drawn)
+            waiting = re.search(r"before its first step|no step shown yet", p["title"] or "")
+            assert waiting or any(trace["points"] for trace in p["data"]), f"{where}: an empty figure {p['title']!r}"
         for cell in snapshot["cells"]:
             drawn = [p for p in cell["plots"] if p["svg"] is not None and p["box"]["height"] > 0]
             assert len(drawn) >= cell["plotlyOutputs"], f"{where}: cell {cell['index']}: a figure not drawn"
@@ -302,20 +304,53 @@ def verdict_points(tree: dict) -> dict[str, int]:
     return {d["name"]: d["points"] for d in tree["data"] if d["name"] in ("accepted path", "rejected", "bonus")}
 
 
-def test_predict_mode_hides_the_verdict_then_reveals_and_scores_a_guess(report):
+ROUND = re.compile(
+    r"step (\d+): the model accepted (\d+) drafts?(?:, most of them the (\w+) tier's)?; "
+    r"you guessed (\d+) and (\w+): (\d) of 2 points\s+score: (\d+) of (\d+) points after (\d+) steps?"
+)
+
+
+def test_the_predict_game_hides_each_step_until_revealed_and_scores_as_the_engine_does(report):
+    """03's widget, played in the browser: before each reveal nothing of the step's outcome is drawn
+    (its tree's verdict, its tokens, its bar, any later step's); after five guesses the score on the
+    page is the one `hdlib.viz.game` computes from the same generation, made again here."""
+    import hdlib
+    from hdlib import viz
+
     entry = notebook(report, "03_step_through.ipynb")
     shots = entry["snapshots"]
-    trees = {}
-    for name in ("budget", "predict", "reveal"):
-        (trees[name],) = [p for p in widget_plots(shots[name], 0) if re.match(r"step \d+:", p["title"] or "")]
-    hidden, real = trees["predict"], trees["reveal"]
-    assert "which will the model accept" in hidden["title"] and draws_a_tree(hidden)
-    assert sum(verdict_points(hidden).values()) == 0, verdict_points(hidden)
-    assert verdict_points(real)["accepted path"] > 0 or verdict_points(real)["rejected"] > 0
-    assert real["hash"] == trees["budget"]["hash"], "the revealed tree is not the step's tree"
-    assert re.search(r"\(depth\s\d+\)", entry["guess"]), entry["guess"]  # \s: innerText has no-break spaces
-    said = r"step \d+: (exactly right|you picked depth \d+ on the accepted path|the model rejected that branch)"
-    assert re.search(said, entry["score"]), entry["score"]
+    hidden = []
+    for name in ("predict", *(f"next {i}" for i in range(4))):
+        plots = widget_plots(shots[name], 0)
+        (tree,) = [p for p in plots if re.match(r"step \d+:", p["title"] or "")]
+        k = int(re.match(r"step (\d+):", tree["title"])[1])
+        hidden.append(k)
+        assert draws_a_tree(tree) and sum(verdict_points(tree).values()) == 0, (name, verdict_points(tree))
+        (answer,) = [p for p in plots if (p["title"] or "").startswith("answer")]
+        assert answer["title"].startswith(f"answer after step {k - 1}:" if k else "answer before its first step")
+        (bars,) = [p for p in plots if (p["title"] or "").startswith("tokens per step")]
+        assert (f"over the {k} steps shown" if k else "no step shown yet") in bars["title"], bars["title"]
+    for i in range(5):
+        (tree,) = [p for p in widget_plots(shots[f"reveal {i}"], 0) if re.match(r"step \d+:", p["title"] or "")]
+        assert tree["title"].startswith(f"step {hidden[i]}:") and "which will the model accept" not in tree["title"]
+    rounds = [ROUND.search(" ".join(text.split())) for text in entry["rounds"]]
+    assert all(rounds), entry["rounds"]
+    assert [int(r[1]) for r in rounds] == hidden == list(range(5))  # the default game: every step in order
+    assert [int(r[9]) for r in rounds] == [1, 2, 3, 4, 5] and int(rounds[-1][8]) == 10
+    shown = int(rounds[-1][7])
+    assert shown == sum(int(r[6]) for r in rounds)
+    # The same generation, made here: the notebook's prompt, the model tier unticked, the temperature
+    # at the slider's end, seed 0, the budget of 4.
+    lm = hdlib.load_model()
+    prompts = viz.prompt_choices()
+    prompt = next(p for label, p in prompts.items() if label.startswith("11 "))
+    gen = hdlib.generate(lm, prompt, tiers=["context", "recycled", "statistics"], max_new_tokens=64, budget=4,
+                         temperature=1.5, seed=0)  # fmt: skip
+    guesses = [(int(r[1]), int(r[4]), r[5]) for r in rounds]
+    assert viz.game.score(gen, guesses) == shown
+    for r in rounds:
+        truth = viz.Outcome.of(gen.steps[int(r[1])])
+        assert (truth.accepted, truth.tier) == (int(r[2]), r[3] or "none")
 
 
 def draws_a_tree(p: dict) -> bool:

@@ -192,6 +192,24 @@ def test_what_notebook_03_says_of_its_prompt_holds(lm):
     assert follow_mat > none_mat + 0.1 and follow["follow"] >= 5
 
 
+def test_what_notebook_03_says_of_its_predict_game_holds(lm):
+    """03's answer to the game: on the opening prompt at 16, the recycled guesses are credited in the
+    most steps, then no draft accepted, then the context tier, whose copy of the documents makes the
+    longest run (10 drafts)."""
+    from collections import Counter
+
+    from hdlib.viz import Outcome, prompt_choices
+
+    doc = next(p for label, p in prompt_choices().items() if label.startswith("11 "))
+    g = generate(lm, doc, max_new_tokens=64, budget=16, prior="packaged")
+    outcomes = [Outcome.of(s) for s in g.steps]
+    credited = Counter(o.tier for o in outcomes)
+    assert len(g.steps) == 24 and [t for t, _ in credited.most_common(3)] == ["recycled", "none", "context"]
+    assert dict(credited) == {"recycled": 8, "none": 7, "context": 5, "statistics": 3, "model": 1}
+    longest = max(outcomes, key=lambda o: o.accepted)
+    assert (longest.accepted, longest.tier) == (10, "context")
+
+
 def test_what_notebook_01_says_of_a_translation_holds(lm):
     """01's first exercise, its translation prompt at the fixed budget: MAT below 2, no draft of the
     context tier accepted, the accepted drafts from the recycled guesses and the statistics tier,

@@ -834,46 +834,36 @@ def accepted_prefix(path: list[int], accepted: tuple[int, ...]) -> int:
 
 
 @pytest.mark.parametrize("temperature", [0.0, 1.0])
-def test_a_guess_is_scored_against_the_accepted_path(lm, truths, temperature):
+def test_a_round_scores_the_accepted_drafts_and_the_tier_that_drafted_most_of_them(lm, truths, temperature):
     prompt = PROMPTS["first"]
     tiers = [OracleTier(truths[prompt], VOCAB, seed=2, tier=t) for t in (C, M)]
     gen = hdlib.generate(lm, prompt, tiers=tiers, max_new_tokens=MAX_NEW, budget=16, temperature=temperature, seed=4)
-    kinds = set()
+    seen = set()
     for step in gen.steps:
-        refused = set(step.rejected())
-        for node in range(len(step.tree)):
-            path = step.tree.path_to(node)
-            score = viz.tree.score_guess(step, node)
-            kept = accepted_prefix(path, step.accepted_nodes)
-            off = [n for n in path if n not in step.accepted_nodes]
-            assert (score.depth, score.accepted, score.kept) == (len(path) - 1, len(step.accepted_nodes) - 1, kept)
-            assert score.exact == (node == step.accepted_nodes[-1])
-            if off:  # the first draft off the path was tried and refused: the engine's own record says so
-                assert score.rejected_at == step.tree.depth(off[0]) and off[0] in refused
-                assert f"rejected that branch at depth {score.rejected_at}" in score.message
-                kinds.add("rejected")
-            else:
-                assert score.rejected_at is None
-                kinds.add("exact" if score.exact else "short")
-                said = f"depth {score.depth} on the accepted path: {score.depth} of {score.accepted}"
-                assert score.exact or said in score.message
-    accepting = any(len(s.accepted_nodes) > 1 for s in gen.steps)  # a step with a guess short of its path
-    assert kinds == {"rejected", "exact", *(["short"] if accepting else [])} and (accepting or temperature > 0)
-    with pytest.raises(ValueError):
-        viz.tree.score_guess(gen.steps[0], len(gen.steps[0].tree))
-
-
-def test_guess_options_name_every_node_by_the_text_of_its_path():
-    tree = first_tree()
-    options = viz.tree.guess_options(tree, label=lambda t: f"w{t}")
-    assert [node for _, node in options] == [0, 1, 2, 3, 4, 5]  # branch by branch
-    assert options[0][0] == "no draft accepted (depth 0)"
-    assert dict((node, text) for text, node in options)[4] == "w1w4 (depth 2)"
-    twins = DraftTree(root=0)
-    twins.add([1], C, 10, 10)
-    twins.add([1], M, 10, 10)
-    texts = [text for text, _ in viz.tree.guess_options(twins)]
-    assert len(set(texts)) == len(texts) == 1 + len(twins.children(0))
+        outcome = viz.Outcome.of(step)
+        drafts = [t.name for t in step.tiers if t != BONUS]  # the emitted tokens but the bonus
+        assert outcome.accepted == len(step.accepted_nodes) - 1 == len(drafts)
+        if drafts:
+            counts = {n: drafts.count(n) for n in drafts}
+            assert counts[outcome.tier] == max(counts.values())
+            assert outcome.tier == next(n for n in drafts if counts[n] == max(counts.values()))  # a tie: the first
+        else:
+            assert outcome.tier == viz.game.NONE
+        seen.add(outcome.tier)
+        other = next(t for t in viz.game.tier_options(gen) if t != outcome.tier)
+        for accepted, tier, points in [(outcome.accepted, outcome.tier, 2), (outcome.accepted + 1, outcome.tier, 1),
+                                       (outcome.accepted, other, 1), (outcome.accepted + 1, other, 0)]:  # fmt: skip
+            assert viz.Round(step.index, accepted, tier, outcome).points == points
+    assert (len(seen) > 1 or temperature > 0) and viz.game.tier_options(gen) == ["none", "context", "model"]
+    guesses = [(s.index, s.index % 3, "context") for s in gen.steps]
+    expected = sum((a == viz.Outcome.of(gen.steps[i]).accepted) + (t == viz.Outcome.of(gen.steps[i]).tier)
+                   for i, a, t in guesses)  # fmt: skip
+    assert viz.game.score(gen, guesses) == expected
+    game = viz.Game([0, 1])
+    game.play(gen.steps[0], 0, "none")
+    with pytest.raises(HDError, match="one guess per step"):
+        game.play(gen.steps[0], 1, "none")
+    assert game.next_step == 1 and game.summary.startswith(f"score: {game.points} of 2 points after 1 step")
 
 
 def drawn_verdict(fig) -> tuple[int, int, int]:
@@ -881,34 +871,47 @@ def drawn_verdict(fig) -> tuple[int, int, int]:
     return tuple(len(trace_of(fig, name).x or ()) for name in ("accepted path", "rejected", "bonus"))
 
 
-def test_predict_mode_hides_the_verdict_until_revealed_then_scores_the_guess(view):
+def drawn_outcome(view, index: int) -> dict[str, int]:
+    """What the widget draws of step `index`: its tokens, its bar, its tree's verdict, the tier table."""
+    tokens = sum(int(c[2]) == index for t in view.tokens_fig.figure.data for c in t.customdata or ())
+    bars = sum(x == index for t in view.steps_fig.figure.data if t.type == "bar" for x in t.x or ())
+    return {"tokens": tokens, "bars": bars, "verdict": sum(drawn_verdict(view.tree_fig.figure)),
+            "tier table": len(view.tier_table.value)}  # fmt: skip
+
+
+def test_the_predict_game_hides_each_step_until_revealed_and_keeps_the_score(view):
     gen = view.generation
-    k = max(range(len(gen.steps)), key=lambda i: len(gen.steps[i].rejected()) + len(gen.steps[i].accepted_nodes))
-    view.step.value = k
-    step = gen.steps[k]
-    real = view.tree_fig.figure
-    assert all(drawn_verdict(real)) and view.predict_box.layout.display == "none"
-    view.predict.value = True
-    hidden = view.tree_fig.figure
-    assert drawn_verdict(hidden) == (0, 0, 0) and "which will the model accept" in hidden.layout.title.text
-    assert not any("rejected" in h or "accepted" in h for t in hidden.data for h in t.hovertext or ())
-    assert list(view.guess.options) == viz.tree.guess_options(step, view.label) and view.guess.value is None
-    view.guess.value = step.accepted_nodes[-1]  # the right answer
-    assert drawn_verdict(view.tree_fig.figure) == (0, 0, 0)  # a guess reveals nothing
+    k = max(range(1, len(gen.steps)), key=lambda i: len(gen.steps[i].accepted_nodes))
+    assert all(drawn_outcome(view, view.step.value).values()) and view.predict_box.layout.display == "none"
+    game = view.play_game([k, k - 1, 0])  # a teacher's sequence
+    assert view.step.value == k and view.predict.value and view.predict_box.layout.display != "none"
+    assert drawn_outcome(view, k) == {"tokens": 0, "bars": 0, "verdict": 0, "tier table": 0}
+    assert all(drawn_outcome(view, later)["tokens"] == 0 for later in range(k, len(gen.steps)))  # nor later steps
+    assert "MAT" not in view.status.value and "guess, then reveal" in view.score.value
+    assert list(view.guess_tier.options) == viz.game.tier_options(gen)
+    truth = viz.Outcome.of(gen.steps[k])
+    view.guess_accepted.value, view.guess_tier.value = truth.accepted, truth.tier
+    assert drawn_outcome(view, k)["verdict"] == 0  # a guess reveals nothing
     view.reveal.click()
-    assert drawn_verdict(view.tree_fig.figure) == drawn_verdict(real) and "exactly right" in view.score.value
-    assert view.guess.disabled and view.reveal.disabled
-    view.step.value = k - 1  # another step: hidden again, the guess cleared
-    assert drawn_verdict(view.tree_fig.figure) == (0, 0, 0)
-    assert view.guess.value is None and view.score.value == "" and not view.guess.disabled
-    wrong = step.rejected()[0]
-    view.step.value = k
-    view.guess.value = wrong
+    shown = drawn_outcome(view, k)
+    assert shown["tokens"] == len(gen.steps[k].tokens) and shown["bars"] > 0 and shown["verdict"] > 0
+    assert "2 of 2 points" in view.score.value and view.reveal.disabled and view.guess_accepted.disabled
+    view.next_step.click()  # the sequence's next step: hidden again
+    assert view.step.value == k - 1 and drawn_outcome(view, k - 1)["verdict"] == 0 and not view.reveal.disabled
+    wrong = viz.Outcome.of(gen.steps[k - 1])
+    view.guess_accepted.value = wrong.accepted + 1
+    view.guess_tier.value = next(t for t in view.guess_tier.options if t != wrong.tier)
     view.reveal.click()
-    assert f"rejected that branch at depth {step.tree.depth(wrong)}" in view.score.value
-    view.predict.value = False
-    assert drawn_verdict(view.tree_fig.figure) == drawn_verdict(real) and view.predict_box.layout.display == "none"
-    assert len(view.calls) == 1  # guessing never generates
+    assert "0 of 2 points" in view.score.value and "score: 2 of 4 points after 2 steps" in view.score.value
+    guesses = [(r.step, r.accepted, r.tier) for r in game.rounds]
+    assert game.points == viz.game.score(gen, guesses) == 2  # the engine's count, computed afresh
+    view.step.value = k  # a played step comes back revealed, its round's message with it
+    assert drawn_outcome(view, k)["verdict"] > 0 and "2 of 2 points" in view.score.value
+    view.predict.value = False  # out of the game: everything drawn again
+    assert all(drawn_outcome(view, k).values()) and "MAT" in view.status.value
+    assert len(view.calls) == 1  # playing never generates
+    with pytest.raises(HDError, match="must be among"):
+        view.play_game([len(gen.steps)])
 
 
 def test_the_tree_names_the_token_drawn_at_each_rejection_when_sampling(lm, truths):

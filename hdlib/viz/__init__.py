@@ -7,6 +7,7 @@ viz.StepThrough(lm)                    # the whole step-through GUI
 """
 
 from hdlib.viz.cost import CostPoint, break_even, cost_figure, cost_points
+from hdlib.viz.game import Game, Outcome, Round
 from hdlib.viz.generation import (
     TierRate,
     compare_figure,
@@ -67,7 +68,7 @@ from hdlib.viz.sampling import (
     textbook_parts,
     trials_figure,
 )
-from hdlib.viz.tree import Score, draft_tree_figure, guess_options, score_guess, tree_layout
+from hdlib.viz.tree import draft_tree_figure, tree_layout
 from hdlib.viz.widgets import (
     BUDGET_CHOICES,
     FigureOutput,
@@ -85,7 +86,9 @@ __all__ = [
     "Coupling",
     "FigureOutput",
     "PrecisionRun",
-    "Score",
+    "Game",
+    "Outcome",
+    "Round",
     "Settings",
     "StepMechanics",
     "StepThrough",
@@ -112,7 +115,6 @@ __all__ = [
     "expected_tokens_per_step",
     "next_token_probs",
     "figure_tiers",
-    "guess_options",
     "lookup_latency",
     "lookup_latency_figure",
     "outcomes_figure",
@@ -122,7 +124,6 @@ __all__ = [
     "prompt_choices",
     "residual",
     "sampler_outcomes",
-    "score_guess",
     "showcase_step",
     "step_buffers",
     "task_rows",

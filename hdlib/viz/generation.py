@@ -129,7 +129,7 @@ def token_figure(
             )
         )
     lines = max((places[k][1] for k in range(i)), default=0) + 1
-    title = f"answer after step {last}" if step is not None else "answer"
+    title = "answer" if step is None else f"answer after step {last}" if last >= 0 else "answer before its first step"
     fig.update_layout(
         title=f"{title}: {i} of {len(gen.tokens)} tokens",
         shapes=[
@@ -232,14 +232,16 @@ def tier_stats_html(gen: Generation) -> str:
 # Per-step counts and comparisons -----------------------------------------------------------------
 
 
-def tier_steps_figure(gen: Generation, step: int | None = None) -> go.Figure:
+def tier_steps_figure(gen: Generation, step: int | None = None, before: int | None = None) -> go.Figure:
     """Tokens emitted per step, stacked by tier (bonus tokens included), and the tokens drafted per
-    step as a line. With `step`, a marker at that step. Traces: one bar per tier in `figure_tiers`
-    order, then "drafted"."""
-    x = [s.index for s in gen.steps]
+    step as a line. With `step`, a marker at that step; with `before`, only the steps before that
+    one (the predict game: nothing of a step not yet revealed). Traces: one bar per tier in
+    `figure_tiers` order, then "drafted"."""
+    steps = gen.steps if before is None else gen.steps[: max(before, 0)]
+    x = [s.index for s in steps]
     fig = go.Figure()
     for tier in figure_tiers(gen):
-        counts = [sum(t == tier for t in s.tiers) for s in gen.steps]
+        counts = [sum(t == tier for t in s.tiers) for s in steps]
         fig.add_trace(
             go.Bar(
                 name=tier_name(tier),
@@ -253,16 +255,18 @@ def tier_steps_figure(gen: Generation, step: int | None = None) -> go.Figure:
         go.Scatter(
             name="drafted",
             x=x,
-            y=[s.tree.n_drafted for s in gen.steps],
+            y=[s.tree.n_drafted for s in steps],
             mode="lines",
             line={"color": "#999999", "dash": "dot", "shape": "hv"},
             hovertemplate="step %{x}: %{y} drafted<extra></extra>",
         )
     )
     marker = [] if step is None else [step_marker(step)]
+    mat = gen.mat if before is None else sum(len(s.tokens) for s in steps) / max(len(steps), 1)
+    shown = f"{len(steps)} steps" if before is None else f"the {len(steps)} steps shown"
     fig.update_layout(
         barmode="stack",
-        title=f"tokens per step: MAT {gen.mat:.2f} over {len(gen.steps)} steps",
+        title=f"tokens per step: MAT {mat:.2f} over {shown}" if steps else "tokens per step: no step shown yet",
         xaxis_title="step",
         yaxis_title="tokens",
         shapes=marker,

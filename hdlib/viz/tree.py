@@ -5,7 +5,6 @@ the bonus token. With `hide_outcome`, the same drafts with nothing of the verdic
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import plotly.graph_objects as go
 
@@ -149,73 +148,6 @@ def draft_tree_figure(
 
 
 # Predict, then reveal ---------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Score:
-    """A guess of how far the model accepts a step's drafts, against what it accepted. The guess is
-    a node: "the model accepts the path from the root to here, and nothing after it"."""
-
-    node: int
-    depth: int  # drafts on the guessed path
-    accepted: int  # drafts the model accepted at this step (its accepted path's depth)
-    kept: int  # drafts the guessed path and the accepted path share, from the root
-    rejected_at: int | None  # depth of the first guessed draft the model refused; None: all accepted
-
-    @property
-    def exact(self) -> bool:
-        """The guess is the accepted path, no shorter and no longer."""
-        return self.rejected_at is None and self.depth == self.accepted
-
-    @property
-    def message(self) -> str:
-        if self.rejected_at is not None:
-            kept = f"after keeping {self.kept} of its drafts" if self.kept else "at its first draft"
-            took = f"{self.accepted} draft{'s' * (self.accepted != 1)}" if self.accepted else "none of the drafts"
-            where = " elsewhere" if self.accepted > self.kept else ""
-            return f"the model rejected that branch at depth {self.rejected_at} ({kept}); it accepted {took}{where}"
-        if self.exact:
-            drafts = f"{self.accepted} draft{'s' * (self.accepted != 1)}"
-            return f"exactly right: the model accepted {drafts} and stopped there"
-        return (
-            f"you picked depth {self.depth} on the accepted path: "
-            f"{self.depth} of {self.accepted} accepted drafts (it went {self.accepted - self.depth} further)"
-        )
-
-
-def score_guess(step: Step, node: int) -> Score:
-    """Score the guess that the model accepts the drafts from the root to `node` (the root: none)."""
-    if not 0 <= node < len(step.tree):
-        raise ValueError(f"node {node} is not in the step's tree of {len(step.tree)} nodes")
-    path, accepted = step.tree.path_to(node), step.accepted_nodes
-    kept = 0
-    while kept + 1 < min(len(path), len(accepted)) and path[kept + 1] == accepted[kept + 1]:
-        kept += 1
-    rejected_at = kept + 1 if kept + 1 < len(path) else None
-    return Score(node, len(path) - 1, len(accepted) - 1, kept, rejected_at)
-
-
-def guess_options(step: Step | DraftTree, label: TokenLabel | None = None, chars: int = 40) -> list[tuple[str, int]]:
-    """(text, node) for every node of the tree, branch by branch: the text the path to it spells, cut
-    to its last `chars` characters, and its depth; the root first, as "no draft accepted"."""
-    tree = step.tree if isinstance(step, Step) else step
-    label = label or bracket_label
-    options = [("no draft accepted (depth 0)", 0)]
-    seen: set[str] = set()  # twins (one token drafted twice under a parent) spell the same text
-
-    def visit(node: int, text: str) -> None:
-        for child in tree.children(node):
-            spelled = text + label(tree.tokens[child])
-            shown = spelled.replace("\n", "\u21b5").replace("\t", "\u21e5")  # plain text: no escaping
-            if len(shown) > chars:
-                shown = "\u2026" + shown[-(chars - 1) :]
-            option = f"{shown} (depth {tree.depth(child)})"
-            options.append((option if option not in seen else f"{option} #{child}", child))
-            seen.add(option)
-            visit(child, spelled)
-
-    visit(0, "")
-    return options
 
 
 Point = tuple[float, float]

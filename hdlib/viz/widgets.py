@@ -9,7 +9,7 @@ returning to earlier settings is a dictionary lookup.
     view = StepThrough(lm)                       # in a notebook cell: the whole GUI
     view.tier_boxes[Tier.MODEL].value = False    # what a click does; the figures follow
     view.budget_choice.value = "4"               # a tight budget: the order of the tiers matters
-    view.predict.value = True                    # the tree without its verdict, a guess, then reveal
+    view.play_game([3, 7, 12])                   # the predict game on the teacher's steps: guess, reveal
     StepThrough(lm, tiers=["C", MyTier(), "M"])  # a tier of your own, in its colour, beside hdlib's
 """
 
@@ -38,6 +38,7 @@ from hdlib.errors import HDError
 from hdlib.models.loading import LoadedModel
 from hdlib.paths import data_dir
 from hdlib.tiers import DEFAULT_TIERS, DraftTier, Tier
+from hdlib.viz.game import Game, tier_options
 from hdlib.viz.generation import (
     TokenLabel,
     tier_stats_html,
@@ -46,7 +47,7 @@ from hdlib.viz.generation import (
     token_labeller,
 )
 from hdlib.viz.mechanics import attention_mask_figure, cache_compaction_figure, position_ids_figure
-from hdlib.viz.tree import draft_tree_figure, guess_options, score_guess
+from hdlib.viz.tree import draft_tree_figure
 
 
 @dataclass(frozen=True)
@@ -166,10 +167,13 @@ class StepThrough:
     else the cache's learned one). `prompts` maps labels to prompt texts (default: the project's
     prompt set); the text box holds the prompt actually used and can be typed into.
 
-    Predict mode (`predict`): each step's tree is drawn without its verdict (no accepted path, no
-    crosses, no bonus token); the student picks in `guess` the deepest draft they expect accepted,
-    and `reveal` draws the real tree and scores the guess (`score_guess`). Another step, or another
-    generation, hides the verdict again and clears the guess.
+    Predict mode (`predict`, or `play_game(steps)` for a teacher's sequence of steps) is a game
+    (`hdlib.viz.game`): until a step is revealed nothing of its outcome is drawn (its tokens, its
+    bar, its tree's verdict, and the summaries that count them are held back, and so is every later
+    step); the student guesses in `guess_accepted` how many drafts the model accepts and in
+    `guess_tier` which tier drafted most of them; `reveal` draws the step and scores the round, and
+    `score` keeps the running score (`game`). `next_step` ("next") goes to the next step of the sequence. A
+    step is played once; another generation starts a new game.
     """
 
     def __init__(
@@ -202,7 +206,7 @@ class StepThrough:
         self.error: str | None = None  # why the last settings gave no generation
         self._gen: Generation | None = None
         self._quiet = False
-        self._revealed = False  # predict mode: whether this step's verdict is on show
+        self.game: Game | None = None  # predict mode: the rounds played on this generation
 
         if prompts is None:
             prompts = prompt_choices()
@@ -267,13 +271,15 @@ class StepThrough:
         widgets.link((self.play, "value"), (self.step, "value"))  # kernel-side, so tests see it too
 
     def _make_predict_controls(self) -> None:
-        """Predict mode: its toggle, the guess, the reveal button and the score."""
-        self.predict = widgets.ToggleButton(value=False, description="predict", tooltip="hide the verdict, guess it")
-        self.guess = widgets.Dropdown(options=[], value=None, description="guess", layout={"width": "420px"})
-        self.reveal = widgets.Button(description="reveal", tooltip="show the verdict and score the guess")
+        """Predict mode: its toggle, the two guesses, the reveal and next buttons and the score."""
+        self.predict = widgets.ToggleButton(value=False, description="predict", tooltip="play the predict game")
+        self.guess_accepted = widgets.BoundedIntText(value=0, min=0, max=4096, description="accepted")
+        self.guess_tier = widgets.Dropdown(options=[], description="tier")
+        self.reveal = widgets.Button(description="reveal", tooltip="draw the step and score the guess")
+        self.next_step = widgets.Button(description="next", tooltip="the next step of the game")
         self.score = widgets.HTML()
         self.score.add_class("hd-score")  # the browser test reads it
-        self.predict_box = widgets.HBox([self.guess, self.reveal])
+        self.predict_box = widgets.HBox([self.guess_accepted, self.guess_tier, self.reveal, self.next_step])
 
     def _wire(self) -> widgets.VBox:
         """The controls observed, and all of them laid out in one box."""
@@ -284,6 +290,7 @@ class StepThrough:
         self.step.observe(self._on_step, names="value")
         self.predict.observe(self._on_predict, names="value")
         self.reveal.on_click(lambda button: self.reveal_guess())
+        self.next_step.on_click(lambda button: self.go_to_next_step())
 
         return widgets.VBox(
             [
@@ -347,6 +354,8 @@ class StepThrough:
             self.status.value = f'<span style="color:#D55E00">{html.escape(self.error)}</span>'
             return
         self.error = None
+        if gen is not self._gen:
+            self.game = None  # another generation: another game
         self._gen = gen
         last = max(len(gen.steps) - 1, 0)
         with self._hold():
@@ -355,44 +364,70 @@ class StepThrough:
         note = "from the cache" if cached else f"generated in {self.cache.last_s:.2f} s"
         self.status.value = summary_html(gen, f"{note}; {len(self.cache.traces)} settings cached")
         self.tier_table.value = tier_stats_html(gen)
-        self._draw_step()
+        if self.predict.value and self.game is None and gen.steps:
+            self.play_game()
+        else:
+            self._draw_step()
+
+    @property
+    def revealed(self) -> bool:
+        """Whether the step on show may be drawn whole: out of the game, or played in it."""
+        played = self.game is not None and any(r.step == self.step.value for r in self.game.rounds)
+        return not self.predict.value or played
 
     def _draw_step(self) -> None:
+        """The step on show; in the game, until it is revealed, nothing of its outcome or later steps'."""
         gen, index = self._gen, self.step.value
         if gen is None:
             return
-        self._revealed = False
-        self.tokens_fig.show(token_figure(gen, index, self.label, self.width))
-        self._draw_tree()
-        self.steps_fig.show(tier_steps_figure(gen, index))
-
-    def _draw_tree(self) -> None:
-        """The step's tree, its verdict hidden in predict mode until revealed; the guess reset with it."""
-        gen = self._gen
-        step = gen.steps[self.step.value] if gen is not None and gen.steps else None
-        hidden = self.predict.value and not self._revealed
+        shown = self.revealed
         self.predict_box.layout.display = None if self.predict.value else "none"
-        if not self._revealed:
-            self.guess.options = guess_options(step, self.label) if step is not None and self.predict.value else []
-            self.guess.value = None
-            self.score.value = ""
-        self.guess.disabled = self.reveal.disabled = self._revealed  # one guess per step
+        self.guess_accepted.disabled = self.guess_tier.disabled = self.reveal.disabled = shown
+        self.next_step.disabled = self.game is None or self.game.next_step is None
+        last = index if shown else index - 1  # the last step whose tokens may be drawn
+        self.tokens_fig.show(token_figure(gen, last, self.label, self.width))
+        step = gen.steps[index] if gen.steps else None
         if step is not None:
-            self.tree_fig.show(draft_tree_figure(step, self.label, tiers=gen.tier_order, hide_outcome=hidden))
+            hide = not shown
+            self.tree_fig.show(draft_tree_figure(step, self.label, tiers=gen.tier_order, hide_outcome=hide))
+        self.steps_fig.show(tier_steps_figure(gen, index, before=None if not self.predict.value else last + 1))
+        self.tier_table.value = tier_stats_html(gen) if not self.predict.value else ""
+        if self.predict.value:
+            self.status.value = "<i>the predict game: the summaries are held back until the game ends</i>"
+            rounds = [r for r in self.game.rounds if r.step == index] if self.game is not None else []
+            said = html.escape(rounds[0].message) if rounds else "guess, then reveal"
+            self.score.value = f"<b>{said}</b><br>{html.escape(self.game.summary) if self.game else ''}"
 
-    def reveal_guess(self) -> None:
-        """Draw the step's verdict, and score the guess (if one was made) against it."""
+    def play_game(self, steps: Sequence[int] | None = None) -> Game:
+        """Start the predict game on `steps` (a teacher's sequence, the same for the whole class;
+        default: every step in order) and show its first step."""
         gen = self._gen
         if gen is None or not gen.steps:
+            raise HDError("there is no generation to play on")
+        chosen = list(range(len(gen.steps))) if steps is None else [int(s) for s in steps]
+        if not chosen or any(not 0 <= s < len(gen.steps) for s in chosen):
+            raise HDError(f"the game's steps must be among the generation's 0..{len(gen.steps) - 1}, got {chosen}")
+        self.game = Game(chosen)
+        self.guess_tier.options = tier_options(gen)
+        with self._hold():
+            self.predict.value = True
+            self.step.value = chosen[0]
+        self._draw_step()
+        return self.game
+
+    def reveal_guess(self) -> None:
+        """Score the guess against the step's record (`hdlib.viz.game`) and draw the step whole."""
+        gen = self._gen
+        if gen is None or not gen.steps or self.game is None or self.revealed:
             return
-        step = gen.steps[self.step.value]
-        if self.guess.value is None:
-            self.score.value = "<i>no guess made</i>"
-        else:
-            verdict = score_guess(step, self.guess.value)
-            self.score.value = f"<b>step {step.index}</b>: {html.escape(verdict.message)}"
-        self._revealed = True
-        self._draw_tree()
+        self.game.play(gen.steps[self.step.value], self.guess_accepted.value, self.guess_tier.value)
+        self._draw_step()
+
+    def go_to_next_step(self) -> None:
+        """The next step of the game's sequence not played yet."""
+        if self.game is not None and (following := self.game.next_step) is not None:
+            self.guess_accepted.value = 0
+            self.step.value = following  # its observer draws it, hidden
 
     # The wiring ------------------------------------------------------------------------------------
 
@@ -415,8 +450,12 @@ class StepThrough:
             self._draw_step()
 
     def _on_predict(self, change: dict) -> None:
-        self._revealed = False
-        self._draw_tree()
+        if change["new"] and self.game is None and not self._quiet:
+            self.play_game()
+        elif not self._quiet:
+            if not change["new"]:
+                self.status.value = summary_html(self._gen, "the game is over") if self._gen is not None else ""
+            self._draw_step()
 
     def _repr_mimebundle_(self, **kwargs):
         return self.widget._repr_mimebundle_(**kwargs)

@@ -56,7 +56,7 @@ async function main() {
 }
 
 // Notebook 03: the StepThrough widget, clicked as a person would: a tier, the step, the temperature,
-// the budget, then predict mode (a guess made, revealed, scored).
+// the budget, then the predict game: five rounds of a guess (accepted drafts, tier), reveal, next step.
 async function stepThrough(nb) {
   const cell = nb.page.locator(WIDGET_CELL).first();
   const tier = () => cell.getByRole('checkbox', { name: 'model', exact: true }).click();
@@ -67,15 +67,24 @@ async function stepThrough(nb) {
   await nb.act('temperature', cell, 'answer', () => nb.pressOnSlider(cell, 'temperature', 'End'));
   // The budget control: 4 draft tokens per step, a new generation with fewer drafts per step.
   await nb.act('budget', cell, 'tokens per step', () => cell.getByRole('button', { name: '4', exact: true }).click());
-  // Predict mode: the step's tree without its verdict, a guess from the list, then reveal and the score.
+  // The predict game: the step drawn without its outcome (snapshot 'predict', then 'next N'), a guess
+  // of the accepted drafts and the tier, reveal (snapshot 'reveal N') and the score, the next step.
   await nb.act('predict', cell, 'step', () => cell.getByRole('button', { name: 'predict', exact: true }).click());
-  nb.phase = 'guess';
-  const guess = cell.locator('.widget-dropdown', { has: nb.page.locator('.widget-label', { hasText: /^guess$/ }) });
-  await guess.locator('select').selectOption({ index: 1 });
-  await nb.waitIdle();
-  nb.entry.guess = await guess.locator('select option:checked').innerText();
-  await nb.act('reveal', cell, 'step', () => cell.getByRole('button', { name: 'reveal', exact: true }).click());
-  nb.entry.score = await cell.locator('.hd-score').innerText();
+  const labelled = (kind, text) => cell.locator(kind, { has: nb.page.locator('.widget-label', { hasText: text }) });
+  nb.entry.rounds = [];
+  for (let round = 0; round < 5; round++) {
+    nb.phase = `guess ${round}`;
+    const accepted = labelled('.widget-text', /^accepted$/).locator('input');
+    await accepted.fill(String(round % 3));
+    await accepted.press('Enter');
+    await labelled('.widget-dropdown', /^tier$/).locator('select').selectOption({ index: round % 2 });
+    await nb.waitIdle();
+    await nb.act(`reveal ${round}`, cell, 'step', () => cell.getByRole('button', { name: 'reveal', exact: true }).click());
+    nb.entry.rounds.push(await cell.locator('.hd-score').innerText());
+    if (round < 4) {
+      await nb.act(`next ${round}`, cell, 'step', () => cell.getByRole('button', { name: 'next', exact: true }).click());
+    }
+  }
   await nb.addCell('view', 'again');  // the same widget shown a second time
   await nb.reload();
 }
