@@ -82,8 +82,12 @@ class Game:
     steps: list[int]
     rounds: list[Round] = field(default_factory=list)
 
+    def round_of(self, step: int) -> Round | None:
+        """The round played on step `step` (None: not played yet)."""
+        return next((r for r in self.rounds if r.step == step), None)
+
     def play(self, step: Step, accepted: int, tier: str) -> Round:
-        if any(r.step == step.index for r in self.rounds):
+        if self.round_of(step.index) is not None:
             raise HDError(f"step {step.index} was played already: one guess per step")
         done = Round(step.index, int(accepted), tier, Outcome.of(step))
         self.rounds.append(done)
@@ -96,8 +100,7 @@ class Game:
     @property
     def next_step(self) -> int | None:
         """The first step of the sequence not played yet (None: the game is over)."""
-        played = {r.step for r in self.rounds}
-        return next((s for s in self.steps if s not in played), None)
+        return next((s for s in self.steps if self.round_of(s) is None), None)
 
     @property
     def summary(self) -> str:

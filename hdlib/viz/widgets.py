@@ -372,8 +372,7 @@ class StepThrough:
     @property
     def revealed(self) -> bool:
         """Whether the step on show may be drawn whole: out of the game, or played in it."""
-        played = self.game is not None and any(r.step == self.step.value for r in self.game.rounds)
-        return not self.predict.value or played
+        return not self.predict.value or (self.game is not None and self.game.round_of(self.step.value) is not None)
 
     def _draw_step(self) -> None:
         """The step on show; in the game, until it is revealed, nothing of its outcome or later steps'."""
@@ -394,8 +393,8 @@ class StepThrough:
         self.tier_table.value = tier_stats_html(gen) if not self.predict.value else ""
         if self.predict.value:
             self.status.value = "<i>the predict game: the summaries are held back until the game ends</i>"
-            rounds = [r for r in self.game.rounds if r.step == index] if self.game is not None else []
-            said = html.escape(rounds[0].message) if rounds else "guess, then reveal"
+            played = self.game.round_of(index) if self.game is not None else None
+            said = html.escape(played.message) if played is not None else "guess, then reveal"
             self.score.value = f"<b>{said}</b><br>{html.escape(self.game.summary) if self.game else ''}"
 
     def play_game(self, steps: Sequence[int] | None = None) -> Game:
