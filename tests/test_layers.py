@@ -59,7 +59,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("bench.log",),  # the raw results file, for --resume
     ("serving.proposer",),  # HD as vLLM's speculative proposer
     ("serving",),
-    ("viz.generation",),
+    ("viz.generation", "viz.game"),
     ("viz.tree", "viz.mechanics", "viz.lookup", "viz.bench", "viz.cost", "viz.sampling"),
     ("viz.paper",),
     ("viz.widgets",),
