@@ -9,7 +9,7 @@
     stats.explain(lm.encode_prompt("Write a poem about the sea"), budget=16)
 
     class Echo(hdlib.DraftTier):                  # a tier of your own: a name, a letter, a colour
-        tier = hdlib.Tier("echo", "X", "#999933")
+        tier = hdlib.Tier("echo", "X", "#332288")
         def lookup(self, context, budget):
             return [tuple(context[-budget:])]
     hdlib.generate(lm, "Say it twice: ...", tiers=["context", Echo()])

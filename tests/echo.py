@@ -10,7 +10,7 @@ from hdlib.tiers import DraftTier, Tier
 class Echo(DraftTier):
     """Guesses that the text repeats itself: the last token again, and the last three tokens."""
 
-    tier = Tier("echo", "X", "#999933")
+    tier = Tier("echo", "X", "#332288")
 
     def lookup(self, context, budget):
         return [tuple(context[-1:]) * 4, tuple(context[-3:])]

@@ -165,7 +165,7 @@ def test_what_notebook_03_says_of_its_prompt_holds(lm):
     assert all(1.8 < m < mat[16, "c"] - 0.3 for m in sampled)
 
     class Echo(hdlib.DraftTier):
-        tier = hdlib.Tier("echo", "X", "#999933")
+        tier = hdlib.Tier("echo", "X", "#332288")
 
         def lookup(self, context, budget):
             return [tuple(context[-1:]) * 4, tuple(context[-3:])]

@@ -49,7 +49,7 @@ def test_clashing_or_malformed_tiers_are_refused():
         Drafter([Echo(), type("Twin", (Echo,), {"tier": Tier("twin", "X", "#111111")})()])
     with pytest.raises(HDError, match="each tier may appear once"):
         parse_tiers(["C", Echo(), "context"])
-    for bad in [("Echo", "X", "#999933"), ("echo", "xy", "#999933"), ("echo", "X", "orange"), ("a,b", "X", "#999933")]:
+    for bad in [("Echo", "X", "#332288"), ("echo", "xy", "#999933"), ("echo", "X", "orange"), ("a,b", "X", "#999933")]:
         with pytest.raises(HDError):
             Tier(*bad)
     with pytest.raises(HDError, match="has no `tier`"):

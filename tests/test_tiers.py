@@ -173,3 +173,31 @@ def test_tier_names_and_errors():
         parse_tiers("C,context")
     with pytest.raises(HDError):
         ContextSettings(max_key=0)
+
+
+def _cielab_hue(color: str) -> float:
+    """The hue angle of an sRGB colour in CIELAB (D65), in degrees."""
+    import math
+
+    def linear(c: float) -> float:
+        return ((c + 0.055) / 1.055) ** 2.4 if c > 0.04045 else c / 12.92
+
+    r, g, b = (linear(int(color[i : i + 2], 16) / 255) for i in (1, 3, 5))
+    x = (0.4124 * r + 0.3576 * g + 0.1805 * b) / 0.95047
+    y = 0.2126 * r + 0.7152 * g + 0.0722 * b
+    z = (0.0193 * r + 0.1192 * g + 0.9505 * b) / 1.08883
+    f = [v ** (1 / 3) if v > 0.008856 else 7.787 * v + 16 / 116 for v in (x, y, z)]
+    return math.degrees(math.atan2(200 * (f[1] - f[2]), 500 * (f[0] - f[1]))) % 360
+
+
+def test_the_shipped_tiers_colours_are_hues_apart():
+    """A student tells the tiers apart by hue, not by shade: every two shipped tiers' colours are at
+    least 30 degrees apart on CIELAB's hue circle (the recycled tier's old wine, #882255, was 8 from
+    the statistics tier's purple)."""
+    tiers = [Tier.CONTEXT, Tier.RECYCLED, Tier.MODEL, Tier.STATISTICS]
+    for i, a in enumerate(tiers):
+        for b in tiers[i + 1 :]:
+            gap = abs(_cielab_hue(a.color) - _cielab_hue(b.color))
+            assert min(gap, 360 - gap) >= 30, (a.name, b.name, round(gap))
+    gap = abs(_cielab_hue("#882255") - _cielab_hue(Tier.STATISTICS.color))
+    assert min(gap, 360 - gap) < 30  # the check tells the old pair apart from the new

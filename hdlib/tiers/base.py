@@ -45,7 +45,7 @@ class Tier:
     in letters) and its colour in every figure, legend and summary.
 
     The tiers hdlib ships are `Tier.CONTEXT`, `Tier.RECYCLED`, `Tier.MODEL` and `Tier.STATISTICS`; a new database
-    names itself, `Tier("echo", "X", "#999933")`, and is shown like them everywhere. `BONUS` is
+    names itself, `Tier("echo", "X", "#332288")`, and is shown like them everywhere. `BONUS` is
     not a tier: it labels the target model's own token that ends every step.
     """
 
@@ -70,9 +70,10 @@ class Tier:
         return self.name
 
 
-# Colour-blind safe (Okabe-Ito), shared by every view.
+# Colour-blind safe, shared by every view: Okabe-Ito's green, blue and reddish purple, and Paul Tol's olive
+# for the recycled tier, a hue apart from the others (its wine was too close to the statistics tier's purple).
 Tier.CONTEXT = Tier("context", "C", "#009E73")  # n-grams of the prompt and of the text generated so far
-Tier.RECYCLED = Tier("recycled", "R", "#882255")  # the model's own guesses from recent passes (learned online)
+Tier.RECYCLED = Tier("recycled", "R", "#999933")  # the model's own guesses from recent passes (learned online)
 Tier.MODEL = Tier("model", "M", "#0072B2")  # phrases of the model's own answers (built offline): the paper's
 Tier.STATISTICS = Tier("statistics", "S", "#CC79A7")  # frequent continuations in a large corpus
 BONUS = Tier("bonus", "+", "#555555")  # not a database: the target model's own token after the accepted drafts
