@@ -4,9 +4,9 @@ Three views, each naming who made every number in it:
 
 - per task: the speedup of a committed `hdlib bench` run beside the paper's (`task_rows`,
   `task_table`, `task_speedup_figure`);
-- against temperature: hdlib's speedup and MAT from the committed sampling runs beside the paper's
-  curve of ten temperatures (`temperature_points`, `committed_temperature_points`, `temperature_figure`,
-  `temperature_note`);
+- against temperature: hdlib's speedup and MAT beside the paper's curve of ten temperatures, today's
+  engine's run (`kit_temperature_points`) or every committed sampling run (`temperature_points`,
+  `committed_temperature_points`), drawn by `temperature_figure` and summed up by `temperature_note`;
 - the method: the paper's HD (its authors' code) and hdlib's, point by point, with where hdlib does
   each (`CONTRASTS`, `contrast_table`).
 
@@ -57,8 +57,10 @@ PAPER_TEMPERATURE_SPEEDUP = {
 PAPER_COLOR = "#777777"
 OVERALL = "overall"
 MORE_TEMPERATURES = (
-    "python benchmarks/sampling.py --per-task 2 --max-new-tokens 128 --temperatures 0.1,0.25,0.5,0.75,1.0"
+    "python -m benchmarks.sampling --questions PATH --split report --per-task 2 --max-new-tokens 128 "
+    "--temperatures 0.2,0.4,0.6,0.8,1.0"
 )
+KIT_SAMPLING = "xeon-amx/sampling.json"  # today's engine at five of the paper's temperatures (benchmarks/sampling.py)
 
 
 @dataclass(frozen=True)
@@ -240,6 +242,7 @@ class TemperaturePoint:
     rule: str  # the sampling rule ("gumbel", "rejection"); "" where the file does not say
     date: str
     questions: int
+    speedup_interval: tuple[float, float] | None = None  # 95 % over questions, where the run gives one
 
     @property
     def run(self) -> str:
@@ -259,9 +262,20 @@ def temperature_points(data: Mapping[str, Any], source: str = "") -> list[Temper
             machine = machine_label(run.get("machine") or data.get("machine"))
             date = str(run.get("date", data.get("date", "?")))
             rule = str(run.get("sampling_rule", ""))
+            spread = hd.intervals.get("speedup")
+            interval = (spread.low, spread.high) if spread else None
             points.append(
                 TemperaturePoint(
-                    temperature, hd.speedup, hd.mat, hd.identical_frac, source, machine, rule, date, run["questions"]
+                    temperature,
+                    hd.speedup,
+                    hd.mat,
+                    hd.identical_frac,
+                    source,
+                    machine,
+                    rule,
+                    date,
+                    run["questions"],
+                    interval,
                 )
             )
         for rule, s in run.get("summary", {}).items():  # sampling_rules.py
@@ -293,6 +307,11 @@ def committed_temperature_points(folder: str | Path) -> list[TemperaturePoint]:
     return sorted(points, key=lambda p: (p.source, p.rule, p.temperature))
 
 
+def kit_temperature_points(folder: str | Path, file: str = KIT_SAMPLING) -> list[TemperaturePoint]:
+    """The points of today's engine (`KIT_SAMPLING` under `folder`, `benchmarks/results`)."""
+    return sorted(temperature_points(json.loads((Path(folder) / file).read_text()), file), key=lambda p: p.temperature)
+
+
 def _by_run(points: Iterable[TemperaturePoint]) -> dict[str, list[TemperaturePoint]]:
     runs: dict[str, list[TemperaturePoint]] = {}
     for p in points:
@@ -301,18 +320,28 @@ def _by_run(points: Iterable[TemperaturePoint]) -> dict[str, list[TemperaturePoi
 
 
 def temperature_figure(points: Sequence[TemperaturePoint]) -> go.Figure:
-    """Speedup (left) and MAT (right) against temperature: one line per committed run of hdlib's `hd`
-    (SmolLM2-135M on a CPU), and on the left the paper's two endpoints (HD, Vicuna-7B, GPU), dashed:
-    the paper gives no MAT against temperature."""
+    """Speedup (left) and MAT (right) against temperature: one line per run of hdlib's `hd` (SmolLM2-135M
+    on a CPU), the speedup with its 95 % interval over questions where the run gives one, and on the
+    left the paper's curve of ten temperatures (HD, Vicuna-7B, GPU), dashed: the paper gives no MAT
+    against temperature."""
     fig = make_subplots(rows=1, cols=2, subplot_titles=("speedup over plain sampling", "MAT (tokens per step)"))
     for i, (run, pts) in enumerate(_by_run(points).items()):
         pts = sorted(pts, key=lambda p: p.temperature)
         color = METHOD_COLORS[i % len(METHOD_COLORS)]
         t = [p.temperature for p in pts]
+        bars = None
+        if all(p.speedup_interval for p in pts):
+            bars = {
+                "type": "data",
+                "symmetric": False,
+                "array": [p.speedup_interval[1] - p.speedup for p in pts],
+                "arrayminus": [p.speedup - p.speedup_interval[0] for p in pts],
+            }
         for col, y in ((1, [p.speedup for p in pts]), (2, [p.mat for p in pts])):
             fig.add_scatter(
                 x=t,
                 y=y,
+                error_y=bars if col == 1 else None,
                 mode="lines+markers",
                 name=f"hdlib hd: {run}",
                 legendgroup=run,
