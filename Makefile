@@ -2,6 +2,7 @@
 # and keeps up to date (a no-op re-run takes seconds).
 #
 #   make lab        set up (the packaged model warmed up), open JupyterLab on notebooks/ (news pop-up off)
+#   make class      before a class: set up, warm the model in bfloat16 too, write the handouts (cards, exit quiz) to handouts/
 #   make demo       set up, generate one answer on the command line (headless)
 #   make test       set up (Gemma 3 and .venv-vllm included), run the whole test suite, slow tests included (as CI does)
 #   make setup-vllm make .venv-vllm: vLLM beside hdlib, for build-db model --engine vllm (its own transformers)
@@ -17,7 +18,7 @@ VENV        := .venv
 PY          := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: help setup setup-vllm lab demo test test-fast strip lint benchmarks-doc clean distclean
+.PHONY: help setup setup-vllm lab class demo test test-fast strip lint benchmarks-doc clean distclean
 
 help:
 	@grep '^#   make' Makefile | sed 's/^#//'
@@ -32,6 +33,11 @@ setup-vllm:
 lab: setup
 	$(VENV)/bin/jupyter lab notebooks/ --LabApp.app_settings_dir=$(CURDIR)/scripts/lab-settings \
 		$(if $(filter 0,$(shell id -u)),--allow-root)
+
+# Before a class (docs/notebooks.md): warm the model in bfloat16 too (notebook 05), then print the handouts
+class: setup
+	$(VENV)/bin/hdlib warmup --dtype bfloat16
+	$(VENV)/bin/hdlib handouts --out handouts
 
 demo: setup
 	$(VENV)/bin/hdlib generate --prompt-file data/prompts/summarize.txt --max-new-tokens 128

@@ -33,3 +33,16 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if getattr(item, "originalname", "") == "test_notebook_runs":
             item.add_marker(pytest.mark.skip(reason=reason))
+
+
+@pytest.fixture(scope="session")
+def handouts(tmp_path_factory):
+    """The handouts of the packaged model, written once as `hdlib handouts` writes them (the card game
+    and the exit quiz on the class prompt): (game, quiz, folder). test_handouts.py checks them against
+    the engine, test_browser.py renders them."""
+    from hdlib.models.loading import load_model
+    from hdlib.viz.quiz import write_handouts
+
+    out = tmp_path_factory.mktemp("handouts")
+    game, quiz, _ = write_handouts(load_model("smollm2-135m"), out)
+    return game, quiz, out

@@ -7,6 +7,9 @@ every notebook and runs all its cells; in 03 and 05 it clicks and moves the widg
 the budget too, and the predict game: five rounds guessed, revealed, scored) and shows a widget a second time,
 and reloads 03's page; it writes what the page showed into a report
 that the tests below read.
+Before the notebooks it runs the class set-up (`make class`'s warm-up in bfloat16) and afterwards
+checks that they built nothing. tests/browser/pages.mjs opens the printed handouts (`hdlib handouts`:
+the card game, the exit quiz) and prints each to PDF (one A4 page each).
 Screenshots stay in pytest's temporary folder and in tests/browser/artifacts/.
 
 Run alone: .venv/bin/python -m pytest -m browser   (scripts/setup.sh installs Chromium and the
@@ -123,6 +126,12 @@ def report(lab, tmp_path_factory, request) -> dict:
     config = out / "config.json"
     config.write_text(json.dumps({"url": url, "token": token, "out": str(out), "notebooks": NOTEBOOKS,
                                   "timeout_s": STEP_TIMEOUT_S}))  # fmt: skip
+    # The set-up before class (`make class`: setup's warm-up in the default dtype, then bfloat16, which
+    # notebook 05 loads); from here on the notebooks should build nothing.
+    from hdlib.cli import main as hdlib_main
+
+    assert hdlib_main(["warmup", "--dtype", "bfloat16"]) == 0
+    cached = cache_files()
     driver = subprocess.Popen(["node", str(DRIVER / "notebooks.mjs"), str(config)], cwd=DRIVER,
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                               start_new_session=True)  # fmt: skip
@@ -141,7 +150,17 @@ def report(lab, tmp_path_factory, request) -> dict:
     if reporter is not None:
         reporter.write_line(f"browser test: {timelines(out)}")
     assert found["error"] is None, found["error"]
+    now = cache_files()
+    found["built"] = sorted(path for path in now if cached.get(path) != now[path])
     return found
+
+
+def cache_files() -> dict[str, tuple[int, int]]:
+    """Every file in hdlib's cache: its size and modification time."""
+    from hdlib.paths import cache_dir
+
+    root = cache_dir()
+    return {str(p.relative_to(root)): (p.stat().st_size, p.stat().st_mtime_ns) for p in root.rglob("*") if p.is_file()}
 
 
 def timelines(out: Path) -> str:
@@ -208,6 +227,12 @@ def overlap(a: dict, b: dict) -> float:
 
 
 # The tests ----------------------------------------------------------------------------------------------
+
+
+def test_after_the_class_set_up_the_notebooks_build_nothing(report):
+    """docs/notebooks.md: after `make class` every notebook runs on what is built; none builds a
+    database, converts a model or measures a forward time during class."""
+    assert report["built"] == []
 
 
 def test_no_console_or_page_errors(report):
@@ -396,3 +421,53 @@ def test_a_reloaded_page_draws_the_widgets_as_they_were(report):
     for cell in (0, -1):
         before, after = widget_plots(shots["again"], cell), widget_plots(shots["reload"], cell)
         assert [p["hash"] for p in after] == [p["hash"] for p in before], "after a reload the figures differ"
+
+
+# The printed handouts: the card game and the exit quiz ------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def pages(handouts, tmp_path_factory, request) -> dict:
+    """The handouts `hdlib handouts` wrote, opened in Chromium: tests/browser/pages.mjs's report."""
+    reason = missing_prerequisite()
+    if reason:
+        pytest.skip(reason)
+    _, _, folder = handouts
+    out = tmp_path_factory.mktemp("pages")
+    config = out / "config.json"
+    config.write_text(json.dumps({"out": str(out), "pages": [str(folder / "cards.html"), str(folder / "quiz.html")]}))
+    done = subprocess.run(["node", str(DRIVER / "pages.mjs"), str(config)], cwd=DRIVER, capture_output=True,
+                          text=True, timeout=300)  # fmt: skip
+    path = out / "report.json"
+    assert path.exists(), f"pages.mjs wrote no report (exit {done.returncode}):\n{(done.stdout + done.stderr)[-3000:]}"
+    found = json.loads(path.read_text())
+    assert found["error"] is None, found["error"]
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    for png in out.glob("*.png"):  # (docs/images/cards.png and quiz.png are copies of a run's)
+        shutil.copy2(png, ARTIFACTS / png.name)
+    return found["pages"]
+
+
+def test_the_card_game_prints_on_one_page_with_its_decks_rounds_and_key(pages):
+    page = pages["cards.html"]
+    assert page["messages"] == []
+    assert page["pdf_pages"] == 1, "the card game is a one-page handout"
+    text = page["text"]
+    for deck in ("C: context", "M: model", "S: statistics"):
+        assert deck in text
+    assert len(re.findall(r"round \d+, the answer so far", text)) == 4
+    assert re.search(r"tokens written in 4 rounds\s+\d+\s+\d+", text), "the teacher's key and its totals"
+
+
+def test_the_exit_quiz_prints_on_one_page_with_five_questions_and_the_engines_answers(pages):
+    page = pages["quiz.html"]
+    assert page["messages"] == []
+    assert page["pdf_pages"] == 1
+    assert page["text"].count("\u2610") >= 15  # five questions of three options
+    assert "as the engine ran them" in page["text"]
+
+
+def test_the_handouts_screenshots_beside_the_docs_are_committed():
+    doc = (ROOT / "docs" / "notebooks.md").read_text(encoding="utf-8")
+    for name in ("cards.png", "quiz.png"):
+        assert f"images/{name}" in doc and (ROOT / "docs" / "images" / name).stat().st_size > 10_000

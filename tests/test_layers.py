@@ -61,8 +61,8 @@ LAYERS: list[tuple[str, ...]] = [
     ("serving",),
     ("viz.generation", "viz.game"),
     ("viz.tree", "viz.mechanics", "viz.lookup", "viz.bench", "viz.cost", "viz.sampling"),
-    ("viz.paper",),
-    ("viz.widgets",),
+    ("viz.paper", "viz.cards"),  # the paper beside the kit; the card game, dealt from the tiers
+    ("viz.widgets", "viz.quiz"),  # the GUIs; the exit quiz, answered by the engine
     ("viz",),
     ("cli.parser",),  # the command line's arguments
     ("cli.commands",),

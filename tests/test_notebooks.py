@@ -12,6 +12,8 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
+from scripts.lesson_plan import AS_ON_A_GPU
+
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 STRIP = ROOT / "scripts" / "strip_notebooks.py"
@@ -25,6 +27,20 @@ def test_notebook_runs(path):
     NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}).execute()
     errors = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []) if o.output_type == "error"]
     assert not errors
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_notebook_runs_with_the_model_in_bfloat16(path):
+    """No notebook assumes float32: each runs end to end with its model loaded in bfloat16, as
+    `load_model()` loads it on a GPU (its run time: docs/lesson_timings.json)."""
+    nb = nbformat.read(path, as_version=4)
+    nb.cells.insert(0, nbformat.v4.new_code_cell(AS_ON_A_GPU))
+    nb.cells.append(nbformat.v4.new_code_cell("print(lm.model.dtype)"))
+    NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}).execute()
+    errors = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []) if o.output_type == "error"]
+    assert not errors, [(e["ename"], e["evalue"]) for e in errors]
+    assert "torch.bfloat16" in "".join(o.get("text", "") for o in nb.cells[-1].outputs)
 
 
 def test_there_are_notebooks():

@@ -7,6 +7,7 @@
         [--engine vllm [--engine-arg KEY=VALUE ...] | --server URL [--concurrency N]]
     hdlib db info PATH [--model M]
     hdlib warmup [--model M] [--dtype D]
+    hdlib handouts [--out DIR] [--prompt TEXT] [--rounds N] [--model M] [--dtype D]
     hdlib bench [--questions PATH] [--per-task K] [--tasks LIST] [--max-new-tokens N] [--methods LIST] [--temperature T]
         [--sampling-rule gumbel|rejection] [--model M] [--dtype D] [--prompt-format F]
         [--out results.json] [--html report.html] [--resume]
@@ -20,7 +21,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
-from hdlib.cli.commands import cmd_bench, cmd_build_db, cmd_db_info, cmd_generate, cmd_warmup
+from hdlib.cli.commands import cmd_bench, cmd_build_db, cmd_db_info, cmd_generate, cmd_handouts, cmd_warmup
 from hdlib.cli.parser import build_parser
 from hdlib.errors import HDError
 
@@ -38,6 +39,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "build-db": cmd_build_db,
             "db": cmd_db_info,
             "bench": cmd_bench,
+            "handouts": cmd_handouts,
         }
         return commands[args.command](args)
     except HDError as e:

@@ -149,6 +149,21 @@ def cmd_warmup(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_handouts(args: argparse.Namespace) -> int:
+    from hdlib.models.loading import load_model
+    from hdlib.viz.cards import ORDERS
+    from hdlib.viz.quiz import write_handouts
+
+    lm = load_model(args.model, device=args.device, dtype=args.dtype)
+    game, quiz, paths = write_handouts(lm, args.out, args.prompt, args.rounds)
+    totals = ", ".join(f"{order} {sum(game.scores(order))}" for order in ORDERS)
+    print(f"card game: {len(game.rounds)} rounds; tokens written: {totals}")
+    print(f"exit quiz: {len(quiz.questions)} questions, answered by the engine")
+    for path in paths:
+        print(f"wrote {path}")
+    return 0
+
+
 def _answerer(args: argparse.Namespace):
     """The model (or only its tokenizer side) and who answers: None for transformers on the model."""
     from hdlib.models.loading import load_model, load_text

@@ -103,6 +103,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_db(sub)
     _add_bench(sub)
     _add_warmup(sub)
+    _add_handouts(sub)
     return parser
 
 
@@ -256,8 +257,11 @@ def _add_bench(sub: argparse._SubParsersAction) -> None:
         help="the paired ratio A/B of tokens per second over the questions, with its 95%% interval (repeatable; "
         "made unasked: the first hd method against the fastest peer, and vllm-hd against vllm)",
     )
-    _add_prior_option(bench, "every hd method of every question starts from one read-only snapshot of it, taken "
-                      "when the run starts (its digest is in the results)")
+    _add_prior_option(
+        bench,
+        "every hd method of every question starts from one read-only snapshot of it, taken "
+        "when the run starts (its digest is in the results)",
+    )
     _add_sampling_options(bench, "0 is greedy (default); above 0 every method samples")
     _add_model_options(bench)
     bench.add_argument(
@@ -275,6 +279,22 @@ def _add_warmup(sub: argparse._SubParsersAction) -> None:
     warm.add_argument("--model", default=DEFAULT_MODEL)
     warm.add_argument("--device", default=None)
     warm.add_argument("--dtype", choices=DTYPE_CHOICES, default="auto", help=DTYPE_HELP)
+
+
+def _add_handouts(sub: argparse._SubParsersAction) -> None:
+    hand = sub.add_parser(
+        "handouts", help="write the class's card game and exit quiz (printable A4 pages) from a real trace of the model"
+    )
+    hand.add_argument("--out", type=Path, default=Path("handouts"), help="folder for cards.html and quiz.html")
+    hand.add_argument(
+        "--prompt",
+        default=None,
+        help="the answer the cards are dealt from (default: the project's prompt 6, a summary of notes)",
+    )
+    hand.add_argument("--rounds", type=_positive, default=4, help="rounds of the card game (default 4)")
+    hand.add_argument("--model", default=DEFAULT_MODEL)
+    hand.add_argument("--device", default=None)
+    hand.add_argument("--dtype", choices=DTYPE_CHOICES, default="auto", help=DTYPE_HELP)
 
 
 def _add_prior_option(parser: argparse.ArgumentParser, how: str) -> None:

@@ -6,6 +6,7 @@ viz.draft_tree_figure(gen.steps[3])    # the drafts of one step, the accepted pa
 viz.StepThrough(lm)                    # the whole step-through GUI
 """
 
+from hdlib.viz.cards import CardGame, card_page
 from hdlib.viz.cost import CostPoint, break_even, cost_figure, cost_points
 from hdlib.viz.game import Game, Outcome, Round
 from hdlib.viz.generation import (
@@ -25,6 +26,7 @@ from hdlib.viz.lookup import (
     drafter_tree,
     lookup_latency,
     lookup_latency_figure,
+    memory_hierarchy_figure,
     tier_drafts,
     tier_drafts_table,
 )
@@ -52,6 +54,7 @@ from hdlib.viz.paper import (
     temperature_note,
     temperature_points,
 )
+from hdlib.viz.quiz import Quiz, exit_quiz, quiz_page, write_handouts
 from hdlib.viz.sampling import (
     Coupling,
     candidates_output,
@@ -81,6 +84,12 @@ from hdlib.viz.widgets import (
 
 __all__ = [
     "BUDGET_CHOICES",
+    "CardGame",
+    "Quiz",
+    "card_page",
+    "exit_quiz",
+    "quiz_page",
+    "write_handouts",
     "Contrast",
     "CostPoint",
     "Coupling",
@@ -117,6 +126,7 @@ __all__ = [
     "figure_tiers",
     "lookup_latency",
     "lookup_latency_figure",
+    "memory_hierarchy_figure",
     "outcomes_figure",
     "point_mass",
     "position_ids_figure",

@@ -9,7 +9,7 @@
 
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { chromium } from 'playwright-core';
+import { launch } from './launch.mjs';
 
 const config = JSON.parse(readFileSync(process.argv[2], 'utf8'));
 const TIMEOUT = config.timeout_s * 1000;
@@ -21,11 +21,7 @@ const save = () => writeFileSync(join(config.out, 'report.json'), JSON.stringify
 const WIDGET_CELL = '.jp-CodeCell:has(.widget-vbox)';
 
 async function main() {
-  const browser = await chromium.launch({
-    executablePath: '/usr/bin/chromium',
-    headless: true,
-    args: [...(process.getuid?.() === 0 ? ['--no-sandbox'] : []), '--disable-dev-shm-usage', '--disable-gpu'],
-  });
+  const browser = await launch();
   try {
     for (const file of config.notebooks) {
       const entry = { messages: [], warnings: [], snapshots: {}, screenshots: [], seconds: null, timeline: [], error: null };
