@@ -13,13 +13,15 @@ import random
 import numpy as np
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from tiny import tiny_llama
 
 from hdlib.bench.serving import tier_order
 from hdlib.engine.loop import DecodeSettings, run
 from hdlib.errors import HDError
 from hdlib.serving.proposer import ChainDrafter
-from hdlib.tiers import StatisticsSettings, StatisticsTier
+from hdlib.tiers import DraftTier, StatisticsSettings, StatisticsTier, Tier
 
 MAX_LEN = 96  # vLLM's token_ids_cpu: one row of max_model_len per request
 
@@ -152,3 +154,69 @@ def test_requests_that_share_their_first_tokens_keep_states_of_their_own_and_old
     assert drafter.request(a) is not drafter.request(b)
     drafter.propose([[1]], np.array([3]), np.array([[5, 6, 7]]))  # a third request: the oldest let go
     assert len(drafter) == 2
+
+
+class Broken(DraftTier):
+    """A tier whose database is damaged: every lookup raises."""
+
+    tier = Tier("broken", "B", "#332288")
+
+    def lookup(self, context, budget):
+        raise OSError("the database file is truncated")
+
+
+class Wild(DraftTier):
+    """A tier built for another tokenizer: it drafts token ids the model does not have."""
+
+    tier = Tier("wild", "W", "#332288")
+
+    def lookup(self, context, budget):
+        return [(10_000, 10_001)]
+
+
+def test_a_failing_tier_costs_its_row_a_draft_and_is_said_once_and_the_engine_goes_on(caplog):
+    for bad, said in ((Broken(), "the broken tier (Broken) failed (OSError: the database file is truncated)"),
+                      (Wild(), "the wild tier (Wild) failed (HDError: ")):  # fmt: skip
+        drafter = ChainDrafter([bad], "CS", max_len=4, vocab_size=1000)
+        drafter.offline["S"] = bad  # asked after the context tier, as the statistics tier would be
+        rows = np.array([[1, 2, 3, 1, 2], [4, 5, 6, 7, 8]], dtype=np.int64)
+        with caplog.at_level("WARNING", logger="hdlib.serving.proposer"):
+            caplog.clear()
+            for _ in range(3):
+                chains = drafter.propose([[2], [8]], np.array([5, 5]), rows)
+        assert chains == [[], []]
+        assert [r.getMessage() for r in caplog.records if said in r.getMessage()] != []
+        assert len(caplog.records) == 1  # once, not once a step or a row
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    rows=st.lists(
+        st.tuples(st.lists(st.integers(0, 63), max_size=12), st.lists(st.integers(0, 63), max_size=3)),
+        min_size=1,
+        max_size=5,
+    ),
+    wide=st.booleans(),
+    max_len=st.integers(1, 6),
+    shuffles=st.integers(1, 3),
+)
+def test_propose_takes_any_batch_and_returns_chains_within_the_vocabulary_and_the_length(rows, wide, max_len, shuffles):
+    """Empty rows, one-token rows, rows reordered between calls, int32 and int64: never an exception,
+    never a token outside the vocabulary, never a chain longer than asked."""
+    statistics = StatisticsTier.from_documents([[1, 2, 3, 4, 5] * 4, list(range(60))], StatisticsSettings())
+    drafter = ChainDrafter([statistics], "CS", max_len=max_len, vocab_size=64)
+    dtype = np.int64 if wide else np.int32
+    rng = random.Random(len(rows))
+    for _ in range(shuffles):
+        rng.shuffle(rows)
+        width = max([len(t) for t, _ in rows] + [1])
+        token_ids = np.zeros((len(rows), width + 2), dtype=dtype)
+        for i, (tokens, _) in enumerate(rows):
+            token_ids[i, : len(tokens)] = tokens
+        lengths = np.array([len(t) for t, _ in rows], dtype=dtype)
+        chains = drafter.propose([emitted for _, emitted in rows], lengths, token_ids)
+        assert len(chains) == len(rows)
+        for chain, (_, emitted) in zip(chains, rows):
+            assert len(chain) <= max_len and all(0 <= t < 64 for t in chain)
+            assert chain == [] or emitted  # a row that emitted nothing gets no draft
+    assert drafter.failures == set()  # (a failure would be contained: none may have been)

@@ -20,12 +20,16 @@ more), at most `num_speculative_tokens`, so that a request whose drafts are refu
 not below its share of the step's `FREE_TOKENS`, the drafts a pass verifies for about the price
 of one, so that alone in a batch a request drafts what costs nothing and under load only what pays.
 
+A failure in a tier (a damaged database, a bug) costs its row that step's draft, never the engine:
+the row gets no draft, and the log says once which tier failed and why.
+
 What it does not do: no recycled guesses (a proposer sees no logits) and no tree (vLLM verifies a
 chain); the databases must be built for the served model's tokenizer (refused otherwise).
 """
 
 from __future__ import annotations
 
+import logging
 import os
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -44,6 +48,8 @@ from hdlib.models.loading import ModelText, load_text
 from hdlib.paths import data_dir
 from hdlib.store import read_meta
 from hdlib.tiers import ContextSettings, ContextTier, DraftTier, ModelTier, StatisticsTier
+
+log = logging.getLogger(__name__)
 
 KEY_TOKENS = 32  # a request is found by its first tokens (and checked against the row's)
 CANDIDATES = 4  # draft tokens the tiers may offer per token of the chain asked for
@@ -84,6 +90,7 @@ class ChainDrafter:
         max_requests: int = 1024,
         context: ContextSettings | None = None,
         free: int = FREE_TOKENS,
+        vocab_size: int | None = None,
     ) -> None:
         self.offline = {t.tier.letter: t for t in offline}
         self.context = context or CONTEXT
@@ -91,6 +98,8 @@ class ChainDrafter:
         self.max_len = max_len
         self.free = free
         self.max_requests = max_requests
+        self.vocab_size = vocab_size  # a draft token outside 0..vocab_size - 1 is a tier's failure
+        self.failures: set[tuple[str, str]] = set()  # the failures logged: (who failed, the error's type)
         # Requests by their first tokens (several may share them: a chat template's system prompt),
         # and all of them, the least recently seen first.
         self._buckets: dict[tuple[int, ...], list[Request]] = {}
@@ -142,7 +151,9 @@ class ChainDrafter:
             grown, halved = min(self.max_len, 2 * state.draft_len), max(accepted + 1, state.draft_len // 2)
             state.draft_len = grown if accepted >= state.proposed else min(halved, self.max_len)
         state.draft_len = max(state.draft_len, min(floor, self.max_len))
-        tree, _ = state.drafter.draft(tokens.tolist(), CANDIDATES * state.draft_len, state.draft_len)
+        tree, _ = state.drafter.draft(
+            tokens.tolist(), CANDIDATES * state.draft_len, state.draft_len, vocab_size=self.vocab_size
+        )
         chain, node = [], 0
         while len(chain) < state.draft_len and (children := tree.children(node)):
             node = children[0]  # the highest tier's draft: the trie keeps the order the tiers were asked in
@@ -153,14 +164,41 @@ class ChainDrafter:
     def propose(
         self, sampled_token_ids: Sequence[Sequence[int]], num_tokens: np.ndarray, token_ids: np.ndarray
     ) -> list[list[int]]:
-        """One chain per row (empty for a row that emitted nothing: a partial prefill). The step's
+        """One chain per row (empty for a row that emitted nothing, a partial prefill, or holds no
+        token). The step's
         `free` draft tokens are shared by its rows: each row drafts at least its share of them."""
-        rows = [i for i, sampled in enumerate(sampled_token_ids) if len(sampled)]
+        rows = [i for i, sampled in enumerate(sampled_token_ids) if len(sampled) and int(num_tokens[i]) > 0]
         floor = max(1, self.free // max(len(rows), 1))
         chains: list[list[int]] = [[] for _ in sampled_token_ids]
         for i in rows:
-            chains[i] = self.propose_row(token_ids[i, : int(num_tokens[i])], len(sampled_token_ids[i]), floor)
+            try:
+                chains[i] = self.propose_row(token_ids[i, : int(num_tokens[i])], len(sampled_token_ids[i]), floor)
+            except Exception as error:  # noqa: BLE001  (a tier's failure costs its row a draft, not the engine)
+                self._say(error)
         return chains
+
+    def _say(self, error: Exception) -> None:
+        """Log a failure once per failing tier and kind of error."""
+        who = culprit(error)
+        if (who, type(error).__name__) not in self.failures:
+            self.failures.add((who, type(error).__name__))
+            log.warning(
+                "hdlib: %s failed (%s: %s); its rows get no draft while it fails", who, type(error).__name__, error
+            )
+
+
+def culprit(error: BaseException) -> str:
+    """Who raised `error`: the innermost tier in its traceback (a tier's own method, or the drafter
+    asking it, or the check of its tokens), else the proposer itself."""
+    who = "the proposer"
+    frame = error.__traceback__
+    while frame is not None:
+        names = frame.tb_frame.f_locals
+        tier = names.get("self") if isinstance(names.get("self"), DraftTier) else names.get("tier")
+        if isinstance(tier, DraftTier):
+            who = f"the {tier.tier.name} tier ({type(tier).__name__})"
+        frame = frame.tb_next
+    return who
 
 
 MODEL_DB_ENV = "HDLIB_VLLM_MODEL_DB"  # the model tier's database file (default: the served tokenizer's)
@@ -213,7 +251,13 @@ class HDProposer:
         order = tier_order(os.environ.get(TIERS_ENV))
         text = load_text(str(model.tokenizer or model.model))
         max_requests = 4 * int(getattr(vllm_config.scheduler_config, "max_num_seqs", 256))
-        self.drafter = ChainDrafter(offline_tiers(text, order), order, int(spec.num_speculative_tokens), max_requests)
+        self.drafter = ChainDrafter(
+            offline_tiers(text, order),
+            order,
+            int(spec.num_speculative_tokens),
+            max_requests,
+            vocab_size=int(model.get_vocab_size()),
+        )
 
     def load_model(self, *args: Any, **kwargs: Any) -> None:
         """vLLM's CPU runner hands every drafter the target model: HD needs none."""
