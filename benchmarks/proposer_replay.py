@@ -31,7 +31,6 @@ import sys
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -41,12 +40,12 @@ from benchmarks.bench_tables import interval
 from benchmarks.common import load, spec_bench_parser, write_results
 from benchmarks.markdown import code, f1, f2, table
 from hdlib.bench.intervals import Estimate, geometric_mean, ratio_of_sums, verdict
-from hdlib.bench.serving import HD, VLLM_METHODS, tier_order
+from hdlib.bench.serving import HD, VLLM_METHODS
 from hdlib.engine.loop import DecodeSettings, run
 from hdlib.models.loading import LoadedModel
-from hdlib.serving.proposer import CONTEXT, ChainDrafter, offline_tiers
+from hdlib.serving.chain import CONTEXT_KEYS, ChainDrafter
+from hdlib.serving.proposer import offline_tiers, tier_order
 from hdlib.store import write_text_atomic
-from hdlib.tiers import ContextSettings
 
 SUFFIX_SETTINGS = {"max_tree_depth": 24, "max_spec_factor": 1.0, "min_token_prob": 0.1}  # vLLM's, as bench runs it
 
@@ -82,8 +81,8 @@ class SuffixProposer:
 class HDChainProposer:
     """hdlib's proposer, one row per call, as vLLM's runner hands it a batch of one."""
 
-    def __init__(self, lm: LoadedModel, order: str, max_len: int, context: ContextSettings | None = None) -> None:
-        self.drafter = ChainDrafter(offline_tiers(lm, order), order, max_len, context=context)
+    def __init__(self, lm: LoadedModel, order: str, max_len: int, keys: tuple[int, int] = CONTEXT_KEYS) -> None:
+        self.drafter = ChainDrafter(offline_tiers(lm.fingerprint, order), order, max_len, keys=keys)
 
     def start(self, prompt: Sequence[int]) -> None:
         pass
@@ -100,10 +99,9 @@ def proposer_for(name: str, lm: LoadedModel) -> HDChainProposer | SuffixProposer
     if kind == "suffix" and not order and not key:
         return SuffixProposer(int(size or 24))
     if kind == "hd" and key in ("", "1", "2", "3", "4"):
-        context = replace(CONTEXT, min_key=int(key)) if key else None
-        return HDChainProposer(
-            lm, tier_order(order or None), int(size or VLLM_METHODS[HD]["num_speculative_tokens"]), context
-        )
+        keys = (int(key), CONTEXT_KEYS[1]) if key else CONTEXT_KEYS
+        size = size or str(VLLM_METHODS[HD]["num_speculative_tokens"])
+        return HDChainProposer(lm, tier_order(order or None), int(size), keys)
     raise SystemExit(
         f"--methods: unknown proposer {name!r} (hd, hd:ORDER, each with an optional +key=N of 1 to 4; suffix; "
         "each with an optional @N)"

@@ -8,7 +8,7 @@ engine (the packaged model in float32, greedy, as `hdlib bench` runs it) with a 
 drafts K copies of one token the model does not emit (`FixedDrafts`; K = 0: no speculative config
 at all), so every draft is refused and every step emits one token. It times `--tokens` tokens of
 one request after a prompt of about 240 tokens, the best of `--rounds`, and reports the
-milliseconds per step. `hdlib.serving.proposer.FREE_TOKENS` is read from it: the draft tokens a
+milliseconds per step. `hdlib.serving.chain.FREE_TOKENS` is read from it: the draft tokens a
 step verifies for about the price of one.
 """
 

@@ -19,18 +19,81 @@
 its records.
 """
 
-from hdlib.databases.registry import describe, load_tier, make_tier, open_database, parse_tiers, register_tier
-from hdlib.decoding import generate
-from hdlib.engine.budget import FixedBudget
-from hdlib.engine.drafter import Drafter
-from hdlib.engine.loop import Decoder, DecodeSettings, decode, run
-from hdlib.engine.sampling import Sampler, Warp
-from hdlib.engine.trace import Generation, Step, StepTimes, StopReason
-from hdlib.engine.tree import DraftTree, tree_buffers
-from hdlib.engine.value import AcceptancePrior, ValueBudget
-from hdlib.errors import HDError
-from hdlib.models.loading import DEFAULT_MODEL, LoadedModel, get_device, load_model
-from hdlib.tiers import BONUS, ContextSettings, ContextTier, DraftRow, DraftTier, Tier
+from __future__ import annotations
+
+import importlib
+import importlib.util
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from hdlib.databases.registry import describe, load_tier, make_tier, open_database, parse_tiers, register_tier
+    from hdlib.decoding import generate
+    from hdlib.engine.budget import FixedBudget
+    from hdlib.engine.drafter import Drafter
+    from hdlib.engine.loop import Decoder, DecodeSettings, decode, run
+    from hdlib.engine.sampling import Sampler, Warp
+    from hdlib.engine.trace import Generation, Step, StepTimes, StopReason
+    from hdlib.engine.tree import DraftTree, tree_buffers
+    from hdlib.engine.value import AcceptancePrior, ValueBudget
+    from hdlib.errors import HDError
+    from hdlib.models.loading import DEFAULT_MODEL, LoadedModel, get_device, load_model
+    from hdlib.tiers import BONUS, ContextSettings, ContextTier, DraftRow, DraftTier, Tier
+
+# Each name the package offers, and the module that holds it: imported when first asked for, so that
+# importing a light part of hdlib (vLLM's workers import `hdlib.serving.proposer`) loads no model code.
+_EXPORTS = {
+    "describe": "hdlib.databases.registry",
+    "load_tier": "hdlib.databases.registry",
+    "make_tier": "hdlib.databases.registry",
+    "open_database": "hdlib.databases.registry",
+    "parse_tiers": "hdlib.databases.registry",
+    "register_tier": "hdlib.databases.registry",
+    "generate": "hdlib.decoding",
+    "FixedBudget": "hdlib.engine.budget",
+    "Drafter": "hdlib.engine.drafter",
+    "Decoder": "hdlib.engine.loop",
+    "DecodeSettings": "hdlib.engine.loop",
+    "decode": "hdlib.engine.loop",
+    "run": "hdlib.engine.loop",
+    "Sampler": "hdlib.engine.sampling",
+    "Warp": "hdlib.engine.sampling",
+    "Generation": "hdlib.engine.trace",
+    "Step": "hdlib.engine.trace",
+    "StepTimes": "hdlib.engine.trace",
+    "StopReason": "hdlib.engine.trace",
+    "DraftTree": "hdlib.engine.tree",
+    "tree_buffers": "hdlib.engine.tree",
+    "AcceptancePrior": "hdlib.engine.value",
+    "ValueBudget": "hdlib.engine.value",
+    "HDError": "hdlib.errors",
+    "DEFAULT_MODEL": "hdlib.models.loading",
+    "LoadedModel": "hdlib.models.loading",
+    "get_device": "hdlib.models.loading",
+    "load_model": "hdlib.models.loading",
+    "BONUS": "hdlib.tiers",
+    "ContextSettings": "hdlib.tiers",
+    "ContextTier": "hdlib.tiers",
+    "DraftRow": "hdlib.tiers",
+    "DraftTier": "hdlib.tiers",
+    "Tier": "hdlib.tiers",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """`hdlib.generate` and the rest of `__all__`, or a subpackage (`hdlib.viz`), on first use."""
+    if name in _EXPORTS:
+        value = getattr(importlib.import_module(_EXPORTS[name]), name)
+    elif not name.startswith("_") and importlib.util.find_spec(f"hdlib.{name}") is not None:
+        value = importlib.import_module(f"hdlib.{name}")
+    else:
+        raise AttributeError(f"module 'hdlib' has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_EXPORTS})
+
 
 __version__ = "0.1.0"
 

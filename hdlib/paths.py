@@ -18,3 +18,8 @@ def data_dir() -> Path:
 def cache_dir() -> Path:
     """Where hdlib keeps what it builds once (converted models, stores): $HDLIB_CACHE or ~/.cache/hdlib."""
     return Path(os.environ.get("HDLIB_CACHE") or Path.home() / ".cache" / "hdlib").expanduser()
+
+
+def built_db_path(kind: str, fingerprint: str) -> Path:
+    """Where a database hdlib builds for a tokenizer (`kind`: "model" or "statistics") is cached."""
+    return cache_dir() / "db" / f"{kind}-{fingerprint}.npz"

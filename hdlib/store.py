@@ -10,6 +10,7 @@ refused, never used.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -27,6 +28,13 @@ from hdlib.errors import HDError
 FORMAT = "hdlib-db"
 FORMAT_VERSION = 1
 _META = "__meta__"
+
+
+def tokenizer_fingerprint(tokenizer: Any) -> str:
+    """16 hex characters naming a vocabulary (a tokenizer's `get_vocab()`), so that stores of token
+    ids are reused only with it."""
+    items = sorted(tokenizer.get_vocab().items())
+    return hashlib.sha256(json.dumps(items, ensure_ascii=False).encode("utf-8")).hexdigest()[:16]
 
 
 def _temporary(path: Path) -> Path:

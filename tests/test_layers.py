@@ -17,7 +17,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "hdlib"
 
 # The packages from the bottom up: the folder tree is the architecture. A package's modules stand
 # together in LAYERS, in this order, so that a package imports only the packages below it.
-PACKAGES = ("", "tiers", "models", "", "engine", "databases", "", "bench", "serving", "viz", "cli", "")
+PACKAGES = ("", "tiers", "serving", "models", "", "engine", "databases", "", "bench", "viz", "cli", "")
 
 LAYERS: list[tuple[str, ...]] = [
     ("errors", "paths"),  # no hdlib imports at all
@@ -30,6 +30,10 @@ LAYERS: list[tuple[str, ...]] = [
     ("tiers.context", "tiers.model", "tiers.statistics"),
     ("tiers.peers",),  # the field's drafters as tiers: Token Recycling, REST
     ("tiers",),
+    ("serving.index",),  # a served request's context, indexed with numpy
+    ("serving.chain",),  # one chain per row of a served batch, a state per request
+    ("serving.proposer",),  # HD as vLLM's speculative proposer: light, as every vLLM worker imports it
+    ("serving",),
     ("models.cpu", "models.packaged"),  # the CPU's prepacked layers; the packaged models' files
     ("models.loading",),  # a model by name, folder or Hub id; its prompt formats
     ("models",),
@@ -57,8 +61,6 @@ LAYERS: list[tuple[str, ...]] = [
     ("bench.run", "bench.reports", "bench.ranking"),  # answering; the printed report; against the paper
     ("bench",),
     ("bench.log",),  # the raw results file, for --resume
-    ("serving.proposer",),  # HD as vLLM's speculative proposer
-    ("serving",),
     ("viz.generation", "viz.game"),
     ("viz.tree", "viz.mechanics", "viz.lookup", "viz.bench", "viz.cost", "viz.sampling"),
     ("viz.paper", "viz.cards"),  # the paper beside the kit; the card game, dealt from the tiers

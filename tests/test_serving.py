@@ -1,4 +1,4 @@
-"""HD as vLLM's proposer (hdlib.serving.proposer), without vLLM: the runner's calls simulated.
+"""HD as vLLM's proposer (hdlib.serving), without vLLM: the runner's calls simulated.
 
 A batch of requests is decoded as vLLM decodes with a proposer: after each step, one `propose` call
 with every row's emitted tokens, lengths and tokens, the rows shuffled between steps (vLLM moves
@@ -9,6 +9,10 @@ decoding's, token for token, and the drafts must have been accepted somewhere.
 from __future__ import annotations
 
 import random
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -17,12 +21,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from tiny import tiny_llama
 
-from hdlib.bench.serving import tier_order
+import hdlib.serving.index as index_module
 from hdlib.engine.loop import DecodeSettings, run
 from hdlib.errors import HDError
-from hdlib.serving.proposer import ChainDrafter
-from hdlib.tiers import DraftTier, StatisticsSettings, StatisticsTier, Tier
+from hdlib.serving.chain import ChainDrafter
+from hdlib.serving.index import ContextIndex
+from hdlib.serving.proposer import HDProposer, state_bytes, tier_order
+from hdlib.tiers import ContextSettings, ContextTier, DraftTier, StatisticsSettings, StatisticsTier, Tier
 
+ROOT = Path(__file__).resolve().parent.parent
 MAX_LEN = 96  # vLLM's token_ids_cpu: one row of max_model_len per request
 
 
@@ -33,8 +40,9 @@ def greedy_next(model, tokens: list[int]) -> list[int]:
     return logits.argmax(dim=-1).tolist()
 
 
-def serve(model, prompts: list[list[int]], drafter: ChainDrafter, new: int, seed: int = 0):
-    """Decode `prompts` together as vLLM does with a proposer; the answers and the draft tokens accepted."""
+def serve(model, prompts: list[list[int]], drafter: ChainDrafter, new: int, seed: int = 0, ids: bool = False):
+    """Decode `prompts` together as vLLM does with a proposer; the answers and the draft tokens accepted.
+    With `ids`, the rows' request ids are passed, as the proposer reads them from vLLM's runner."""
     rng = random.Random(seed)
     texts = [list(p) for p in prompts]
     emitted: list[list[int]] = [[] for _ in prompts]  # the prefill: no token emitted yet
@@ -61,7 +69,8 @@ def serve(model, prompts: list[list[int]], drafter: ChainDrafter, new: int, seed
         for row, r in enumerate(order):
             token_ids[row, : len(texts[r])] = texts[r]
         lengths = np.array([len(texts[r]) for r in order], dtype=np.int32)
-        proposals = drafter.propose([emitted[r] for r in order], lengths, token_ids)
+        names = [f"request-{r}" for r in order] if ids else None
+        proposals = drafter.propose([emitted[r] for r in order], lengths, token_ids, names, names)
         for row, r in enumerate(order):
             assert len(proposals[row]) <= drafter.max_len
             chains[r] = proposals[row] if emitted[r] else []
@@ -71,8 +80,8 @@ def serve(model, prompts: list[list[int]], drafter: ChainDrafter, new: int, seed
 PROMPTS = [[5, 6, 7, 8] * 3, [40, 41, 9, 3, 70], [9, 2, 3, 4, 5, 9], [11, 12, 13, 11, 12]]
 
 
-@pytest.mark.parametrize("order", ["CMS", "C", "SC"])
-def test_a_batch_served_with_hd_chains_is_plain_greedy_decoding(order):
+@pytest.mark.parametrize("order, ids", [("CMS", False), ("CMS", True), ("C", False), ("SC", True)])
+def test_a_batch_served_with_hd_chains_is_plain_greedy_decoding(order, ids):
     model = tiny_llama()
     plain = [run(model, p, None, DecodeSettings(max_new_tokens=24)).tokens for p in PROMPTS]
     statistics = StatisticsTier.from_documents([list(plain[0]), [5, 6, 7, 8] * 3], StatisticsSettings())
@@ -81,7 +90,7 @@ def test_a_batch_served_with_hd_chains_is_plain_greedy_decoding(order):
     phrases = model_tier(*[((t, t + 1, t + 2, t + 3, t + 4), 10) for t in range(3, 80)])
     offline = [t for t in (phrases, statistics) if t.tier.letter in order]
     drafter = ChainDrafter(offline, order, max_len=6)
-    got, accepted = serve(model, PROMPTS, drafter, new=24)
+    got, accepted = serve(model, PROMPTS, drafter, new=24, ids=ids)
     assert got == [list(p) for p in plain]
     # A random model repeats nothing, so the context tier alone is seldom right; the statistics tier
     # holds the first answer's start and drafts it where the answer comes.
@@ -94,7 +103,7 @@ def test_a_row_that_emitted_nothing_gets_no_draft_and_the_draft_length_follows_a
     tokens = np.array([[1, 2, 3, 1, 2, 3, 1, 2, 0, 0]], dtype=np.int32)
     assert drafter.propose([[]], np.array([8]), tokens) == [[]]  # a partial prefill
     assert drafter.propose([[2]], np.array([8]), tokens) == [[3, 1, 2, 3, 1]]  # the context copies itself
-    state = drafter.request(tokens[0, :8])
+    state = drafter.request(tokens[0, :8], 0)
     assert state.draft_len == 5 and state.proposed == 5
     tokens[0, 8] = 9  # the model refused every draft and said 9
     drafter.propose([[9]], np.array([9]), tokens)
@@ -110,7 +119,7 @@ def test_a_steps_free_draft_tokens_are_shared_by_its_rows():
     drafter = ChainDrafter([], "C", max_len=6, free=4)
     text = [2, 5, 7, 7] + [5, 1, 2, 3] * 3 + [5]
     assert drafter.propose([[5]], np.array([17]), np.array([text]))[0] == [1, 2, 3, 5, 1, 2]
-    state = drafter.request(np.array(text))
+    state = drafter.request(np.array(text), 0)
     text += [1, 2, 5]  # two accepted, then refused: halved to 3, but a row alone drafts 4
     assert drafter.propose([[1, 2, 5]], np.array([20]), np.array([text]))[0] == [7, 7, 5, 1]  # after 2 5
     assert state.draft_len == 4
@@ -128,32 +137,173 @@ def test_the_tier_order_is_checked():
 
 
 def test_the_databases_come_from_the_environment_or_the_tokenizers_and_a_missing_one_is_said(monkeypatch, tmp_path):
-    from types import SimpleNamespace
-
     from hdlib.serving.proposer import MODEL_DB_ENV, STATISTICS_DB_ENV, model_db_for, offline_tiers
 
-    text = SimpleNamespace(name="folder", fingerprint="f" * 16)
     monkeypatch.setenv(MODEL_DB_ENV, str(tmp_path / "model.npz"))
-    assert model_db_for(text) == tmp_path / "model.npz"
+    assert model_db_for("f" * 16) == tmp_path / "model.npz"
     with pytest.raises(HDError, match="no model database .*hdlib build-db model"):
-        offline_tiers(text, "CM")
+        offline_tiers("f" * 16, "CM")
     monkeypatch.setenv(STATISTICS_DB_ENV, str(tmp_path / "statistics.npz"))
     with pytest.raises(HDError, match="no statistics database .*hdlib warmup"):
-        offline_tiers(text, "CS")
-    assert offline_tiers(text, "C") == []  # the context tier needs no file
+        offline_tiers("f" * 16, "CS")
+    assert offline_tiers("f" * 16, "C") == []  # the context tier needs no file
 
 
-def test_requests_that_share_their_first_tokens_keep_states_of_their_own_and_old_ones_are_let_go():
-    drafter = ChainDrafter([], "C", max_len=4, max_requests=2)
-    system = list(range(100, 140))  # a chat template's system prompt: longer than the key
-    a, b = np.array(system + [1, 2, 3]), np.array(system + [7, 8, 9])
-    for _ in range(3):  # rows swap at every step
-        drafter.propose([[1], [1]], np.array([43, 43]), np.stack([a, b]))
-        drafter.propose([[1], [1]], np.array([43, 43]), np.stack([b, a]))
+def test_the_shipped_model_database_is_found_by_the_served_tokenizers_fingerprint(monkeypatch):
+    from hdlib.serving.proposer import MODEL_DB_ENV, model_db_for
+    from hdlib.store import read_meta
+
+    monkeypatch.delenv(MODEL_DB_ENV, raising=False)
+    shipped = ROOT / "data" / "db" / "smollm2-135m.model.npz"
+    assert model_db_for(read_meta(shipped)["tokenizer"]) == shipped
+    assert model_db_for("0" * 16).name == "model-0000000000000000.npz"  # another tokenizer's: the cache's
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    prompt=st.lists(st.integers(0, 4), max_size=30),
+    steps=st.lists(st.lists(st.integers(0, 4), min_size=1, max_size=5), min_size=1, max_size=12),
+    rebuild=st.sampled_from([2, 7, 256]),
+)
+def test_the_context_index_drafts_what_the_context_tier_drafts_first(prompt, steps, rebuild):
+    """The numpy index (its sorted base and its dict of new tokens, rebuilt at every size) drafts the
+    engine's context tier's first draft: the longest earlier suffix match's continuation, round a loop."""
+    index_module.REBUILD_MIN = rebuild
+    try:
+        index = ContextIndex(np.array(prompt, dtype=np.int64), 1, 4)
+        tier, text = ContextTier(ContextSettings(min_key=1, max_key=4, draft_len=10)), list(prompt)
+        tier.begin(text)
+        for new in steps:
+            text += new
+            index.extend(np.array(new, dtype=np.int32))
+            tier.update(new)
+            first = tier.propose(text, 40)
+            assert index.draft(10).tolist() == (list(first[0].tokens) if first else [])
+            assert index.tokens.tolist() == text
+    finally:
+        index_module.REBUILD_MIN = 256
+
+
+def test_the_keys_hashes_differ_in_their_high_half_which_the_index_sorts_by():
+    """Distinct keys of one and of four tokens land apart in the half of the hash the index searches
+    (a polynomial alone leaves every one-token key's high half zero: every lookup a scan)."""
+    from hdlib.serving.index import key_hash, key_hashes
+
+    tokens = np.arange(5_000, dtype=np.int64)
+    for m in (1, 4):
+        high = key_hashes(tokens, m) >> np.uint64(32)
+        assert len(np.unique(high)) == len(high)
+    assert int(key_hashes(np.array([7, 8, 9]), 3)[0]) == key_hash([7, 8, 9])
+
+
+def test_states_are_kept_by_request_id_and_let_go_when_the_request_is_no_longer_alive():
+    drafter = ChainDrafter([], "C", max_len=4)
+    system = list(range(100, 140))  # a system prompt every request shares, longer than any key
+    a, b = np.array(system + [1, 2, 3, 1, 2]), np.array(system + [1, 2, 7, 1, 2])  # alike at the end
+    rows = np.stack([a, b])
+    chains = drafter.propose([[2], [2]], np.array([45, 45]), rows, ["a", "b"], {"a", "b"})
+    assert chains[0][:1] == [3] and chains[1][:1] == [7]  # each request drafts from its own text only
+    chains = drafter.propose([[2], [2]], np.array([45, 45]), rows[::-1], ["b", "a"], {"a", "b"})
+    assert chains[1][:1] == [3] and len(drafter) == 2
+    drafter.propose([[2]], np.array([45]), rows[1:], ["b"], {"b"})  # a finished (or was aborted)
+    assert len(drafter) == 1
+    # An id used again for other tokens starts over rather than drafting from the old text.
+    drafter.propose([[5]], np.array([3]), np.array([[5, 6, 5]]), ["b"], {"b"})
+    assert len(drafter) == 1 and drafter.request(np.array([5, 6, 5]), 0, "b").context.tokens.tolist() == [5, 6, 5]
+
+
+def test_without_ids_a_row_takes_only_a_state_that_holds_its_whole_beginning():
+    """Two requests with one system prompt and questions of one length ending alike do not take each
+    other's state (found by a sample of its tokens, they did); two rows holding the same tokens (an
+    n > 1 request's siblings) get a state each."""
+    drafter = ChainDrafter([], "C", max_len=4)
+    system = list(range(100, 140))
+    a, b = system + [1, 2, 3, 1, 2], system + [7, 8, 9, 1, 2]
+    drafter.propose([[2], [2]], np.array([45, 45]), np.array([a, b]))
+    a, b = a + [3], b + [9]  # each emitted one token
+    chains = drafter.propose([[9], [3]], np.array([46, 46]), np.array([b, a]))
+    assert chains[1][:2] == [1, 2] and chains[0][:2] == [1, 2]  # a: "3" went on "1 2"; b: "9" did too
+    assert [drafter.request(np.array(t), 0).context.tokens.tolist() for t in (a, b)] == [a, b]
     assert len(drafter) == 2
-    assert drafter.request(a) is not drafter.request(b)
-    drafter.propose([[1]], np.array([3]), np.array([[5, 6, 7]]))  # a third request: the oldest let go
-    assert len(drafter) == 2
+    twins = drafter.propose([[4], [4]], np.array([3, 3]), np.array([[4, 5, 4], [4, 5, 4]]))
+    assert twins[0] == twins[1] == [5, 4, 5, 4] and len(drafter) == 4
+
+
+def test_the_states_bytes_stay_within_the_bound():
+    rng = np.random.default_rng(0)
+    drafter = ChainDrafter([], "C", max_len=4, max_bytes=400_000)
+    for _ in range(300):  # requests one after another, each seen at two steps
+        tokens = rng.integers(0, 50_000, 1_000)
+        drafter.propose([[1]], np.array([999]), tokens[None, :999])
+        drafter.propose([[1]], np.array([1000]), tokens[None, :])
+        assert drafter.nbytes <= 400_000
+    assert 1 <= len(drafter) <= 400_000 // (1_000 * 4)
+    assert drafter.nbytes == sum(s.context.nbytes for s in drafter._states.values())  # counted right
+    assert state_bytes(None) == 1 << 30 and state_bytes("2048") == 2048
+    for bad in ("0", "-1", "1GB"):
+        with pytest.raises(HDError, match="HDLIB_VLLM_STATE_BYTES"):
+            state_bytes(bad)
+
+
+def test_importing_the_proposer_loads_no_torch_transformers_or_bench():
+    """Every vLLM worker imports the proposer's module: it stays light."""
+    heavy = ["torch", "transformers", "hdlib.bench", "hdlib.engine", "hdlib.models"]
+    code = f"import sys, hdlib.serving.proposer; print([m for m in {heavy!r} if m in sys.modules])"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    assert out.stdout.strip() == "[]"
+
+
+class Runner:
+    """vLLM's model runner as the proposer sees it: its input batch and the requests alive."""
+
+    def __init__(self, drafter):
+        self.drafter, self.requests = drafter, {}
+        self.input_batch = SimpleNamespace(req_ids=[], token_ids_cpu=np.zeros((4, 64), np.int32))
+        self.input_batch.num_tokens_no_spec = np.zeros(4, np.int32)
+
+    def propose_draft_token_ids(self, sampled):  # as vLLM's runner calls a custom_class proposer
+        batch = self.input_batch
+        return self.drafter.propose(sampled, batch.num_tokens_no_spec, batch.token_ids_cpu, slot_mappings=None)
+
+
+def proposer(max_len: int = 4) -> HDProposer:
+    config = SimpleNamespace(
+        speculative_config=SimpleNamespace(num_speculative_tokens=max_len),
+        model_config=SimpleNamespace(get_vocab_size=lambda: 1000),
+    )
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("HDLIB_VLLM_TIERS", "C")  # no database: no tokenizer is read
+        return HDProposer(config)
+
+
+def test_the_proposer_reads_the_request_ids_from_the_runner_that_calls_it(caplog):
+    hd = proposer()
+    runner = Runner(hd)
+    runner.requests = {"x": None, "y": None}
+    runner.input_batch.req_ids = ["x", "y"]
+    runner.input_batch.token_ids_cpu[:2, :5] = [[1, 2, 3, 1, 2], [4, 5, 6, 4, 5]]
+    runner.input_batch.num_tokens_no_spec[:2] = 5
+    assert runner.propose_draft_token_ids([[2], [5]]) == [[3, 1, 2, 3], [6, 4, 5, 6]]
+    assert hd.runner is runner and set(hd.drafter._states) == {"x", "y"}
+    del runner.requests["x"]  # finished: vLLM's runner pops it
+    runner.input_batch.req_ids = ["y"]
+    runner.input_batch.token_ids_cpu[0] = runner.input_batch.token_ids_cpu[1]
+    runner.input_batch.num_tokens_no_spec[0] = 5
+    runner.propose_draft_token_ids([[5]])
+    assert set(hd.drafter._states) == {"y"}
+    # Given arrays that are not the runner's batch, it says why once and finds states by their tokens.
+    with caplog.at_level("WARNING", logger="hdlib.serving.proposer"):
+        rows = np.array([[1, 2, 3, 1, 2]])
+        assert hd.propose([[2]], np.array([5]), rows) == [[3, 1, 2, 3]]
+        hd.propose([[2]], np.array([5]), rows)
+    assert hd.runner is None and "input batch is not the rows propose was given" in hd.unbound
+    assert len([r for r in caplog.records if "request ids cannot be had" in r.getMessage()]) == 1
+
+
+def test_a_caller_without_an_input_batch_leaves_the_proposer_matching_by_tokens():
+    hd = proposer()
+    assert hd.propose([[2]], np.array([5]), np.array([[1, 2, 3, 1, 2]])) == [[3, 1, 2, 3]]
+    assert hd.runner is None and "has no input batch and requests" in hd.unbound
 
 
 class Broken(DraftTier):
@@ -177,10 +327,10 @@ class Wild(DraftTier):
 def test_a_failing_tier_costs_its_row_a_draft_and_is_said_once_and_the_engine_goes_on(caplog):
     for bad, said in ((Broken(), "the broken tier (Broken) failed (OSError: the database file is truncated)"),
                       (Wild(), "the wild tier (Wild) failed (HDError: ")):  # fmt: skip
-        drafter = ChainDrafter([bad], "CS", max_len=4, vocab_size=1000)
-        drafter.offline["S"] = bad  # asked after the context tier, as the statistics tier would be
+        drafter = ChainDrafter([bad], "SC", max_len=4, vocab_size=1000)
+        drafter.offline["S"] = bad  # asked first, as the statistics tier would be
         rows = np.array([[1, 2, 3, 1, 2], [4, 5, 6, 7, 8]], dtype=np.int64)
-        with caplog.at_level("WARNING", logger="hdlib.serving.proposer"):
+        with caplog.at_level("WARNING", logger="hdlib.serving.chain"):
             caplog.clear()
             for _ in range(3):
                 chains = drafter.propose([[2], [8]], np.array([5, 5]), rows)

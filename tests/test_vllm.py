@@ -152,6 +152,8 @@ def test_hd_as_vllms_proposer_answers_a_batch_as_plain_decoding_does(vllm_python
         )  # fmt: skip
         assert run.returncode == 0, run.stderr[-3000:]
         got[kind] = json.loads(out.read_text())
+        if kind == "hd":  # the proposer found vLLM's runner and its request ids (else it says so)
+            assert "request ids cannot be had" not in run.stderr, run.stderr[-3000:]
     assert len(got["hd"]["answers"]) == 5
     assert got["hd"]["answers"] == got["plain"]["answers"]
     assert got["hd"]["accepted"] > 0
@@ -232,6 +234,18 @@ def test_the_installed_vllm_calls_a_custom_proposer_as_hdlib_expects(vllm_python
     assert set(keywords) <= {"slot_mappings"}, f"{runner}: new keywords for propose: {keywords}"
     cpu = (Path(site) / "v1" / "worker" / "cpu_model_runner.py").read_text()
     assert "self.drafter.load_model(self.model)" in cpu, "vLLM's CPU runner no longer calls drafter.load_model(model)"
+
+
+def test_vllms_own_runner_method_gives_the_proposer_its_request_ids(vllm_python):
+    """vLLM's `propose_draft_token_ids`, called on a stand-in runner of two requests: the proposer
+    binds to its caller, keys the states by the requests' ids and lets a finished one's go."""
+    run = subprocess.run([str(vllm_python), str(ROOT / "tests" / "vllm_runner_contract.py")],
+                         env=ENV, capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert run.returncode == 0, run.stderr[-3000:]
+    got = json.loads(run.stdout.strip().splitlines()[-1])
+    assert got["unbound"] is None, f"vLLM's runner is no longer the caller hdlib binds to: {got['unbound']}"
+    assert got["bound"] and got["named"] == ["x", "y"] and got["left"] == ["y"]
+    assert got["drafts"] == [[[3, 1, 2, 3], [6, 4, 5, 6]], [[6, 4, 5, 6]]]
 
 
 def test_the_contract_check_names_a_changed_call():

@@ -37,6 +37,7 @@ from typing import Any
 from hdlib.databases.answerers import shut_down
 from hdlib.errors import HDError
 from hdlib.models.loading import LoadedModel
+from hdlib.serving.proposer import TIERS_ENV, tier_order
 
 # method name -> vLLM's speculative_config (None: plain decoding)
 VLLM_METHODS: dict[str, dict[str, Any] | None] = {
@@ -49,17 +50,6 @@ VLLM_METHODS: dict[str, dict[str, Any] | None] = {
     "vllm-hd": {"method": "custom_class", "model": "hdlib.serving.proposer.HDProposer", "num_speculative_tokens": 16},
 }
 HD = "vllm-hd"  # and `vllm-hd:ORDER`: the proposer's tiers by letter, in the order asked
-TIERS_ENV = "HDLIB_VLLM_TIERS"  # how the proposer, made by vLLM, is told its tiers (default CMS)
-
-
-def tier_order(spec: str | None) -> str:
-    """The proposer's tiers, by letter, of C (context), M (model), S (statistics); each once."""
-    order = (spec or "CMS").upper()
-    if not order or any(letter not in "CMS" for letter in order) or len(set(order)) != len(order):
-        raise HDError(f"{TIERS_ENV}={spec!r}: tiers by letter, each once, of C (context), M (model), S (statistics)")
-    return order
-
-
 def vllm_method(name: str) -> tuple[str, dict[str, str]] | None:
     """A vLLM method's entry in VLLM_METHODS and the environment its engine starts with (`vllm-hd:SC`:
     `vllm-hd`, asking the statistics tier, then the context tier); None for a name that is not vLLM's."""

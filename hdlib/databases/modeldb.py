@@ -35,7 +35,7 @@ from hdlib.databases import sharegpt
 from hdlib.databases.answerers import Answerer, TransformersAnswerer
 from hdlib.errors import HDError
 from hdlib.models.loading import DEFAULT_MODEL, LoadedModel, ModelText
-from hdlib.paths import cache_dir, data_dir
+from hdlib.paths import built_db_path, cache_dir, data_dir
 from hdlib.store import read_db, write_db
 from hdlib.tiers.base import Tier
 
@@ -52,7 +52,7 @@ def default_model_db_path(lm: ModelText) -> Path:
     """Where the model database for `lm` lives: shipped in data/db for a packaged model, else in the cache."""
     if lm.name in SHIPPED:
         return data_dir() / "db" / SHIPPED[lm.name]
-    return cache_dir() / "db" / f"model-{lm.fingerprint}.npz"
+    return built_db_path("model", lm.fingerprint)
 
 
 # --- prompts -----------------------------------------------------------------------------------

@@ -19,7 +19,7 @@ import numpy as np
 from hdlib.databases.corpus import Corpus, progress_bar
 from hdlib.errors import HDError
 from hdlib.models.loading import LoadedModel
-from hdlib.paths import cache_dir
+from hdlib.paths import built_db_path
 from hdlib.store import read_meta, write_db
 from hdlib.tiers.base import Tier
 from hdlib.tiers.suffix import build_suffix_array, join_documents
@@ -29,7 +29,7 @@ DEFAULT_DEPTH = 16  # suffixes are sorted by this many tokens: the longest key p
 
 def default_statistics_path(lm: LoadedModel) -> Path:
     """Where the statistics database for `lm`'s tokenizer is cached."""
-    return cache_dir() / "db" / f"statistics-{lm.fingerprint}.npz"
+    return built_db_path("statistics", lm.fingerprint)
 
 
 def ensure_statistics_db(lm: LoadedModel, progress: bool = True) -> Path:

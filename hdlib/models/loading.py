@@ -9,8 +9,6 @@ and every later load reads that folder.
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -32,6 +30,7 @@ from hdlib.errors import HDError
 from hdlib.models.cpu import DEFAULT_PREPACK, PREPACK_CHOICES
 from hdlib.models.cpu import prepack as prepack_linears
 from hdlib.models.packaged import PACKAGED, packaged_folder
+from hdlib.store import tokenizer_fingerprint
 from hdlib.tiers.base import DraftTier, Tier
 
 DEFAULT_MODEL = "smollm2-135m"
@@ -132,12 +131,6 @@ def vicuna_prompt(messages: Sequence[Mapping[str, str]]) -> str:
         else:
             text += f"ASSISTANT: {content.strip()}</s>"
     return text + "ASSISTANT:"
-
-
-def tokenizer_fingerprint(tokenizer: PreTrainedTokenizerBase) -> str:
-    """16 hex characters naming a vocabulary, so that stores of token ids are reused only with it."""
-    items = sorted(tokenizer.get_vocab().items())
-    return hashlib.sha256(json.dumps(items, ensure_ascii=False).encode("utf-8")).hexdigest()[:16]
 
 
 @dataclass(frozen=True, eq=False)

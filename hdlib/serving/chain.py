@@ -1,0 +1,255 @@
+"""HD's tiers drafting one chain per row of a served batch, each request with a state of its own.
+
+A request's state is its context index (`hdlib.serving.index`) and its draft length. States are kept
+by the engine's request id where the engine names its rows, and freed as soon as the request is no
+longer alive; where it does not, a row finds its state by the length and last tokens it had at the
+step before, and the state is taken only if everything it holds is the row's own beginning, token for
+token. Either way a state serves one row a step: two rows holding the same tokens (the siblings of an
+n > 1 request, say) get two states. The states' bytes are bounded: past `max_bytes`, the least
+recently seen go (a request that comes back is indexed again).
+
+The chain follows the hierarchy: the first tier in the order with a draft gives it (the context tier:
+the continuation of the longest earlier suffix match, `CONTEXT_DRAFT` tokens at most); each later
+tier may extend it with a draft that begins with the whole chain, which is the path hdlib's trie
+would take through the tiers' drafts (the first child at every node). A later tier whose drafts are
+never longer than the chain is not asked. The offline tiers read the row's last `TAIL` tokens.
+
+A failure in a tier (a damaged database, a bug) costs its row that step's draft, never the engine:
+the row gets no draft, and the log says once which tier failed and why.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import OrderedDict
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from hdlib.errors import HDError
+from hdlib.serving.index import ContextIndex
+from hdlib.tiers import DraftTier, ModelTier, StatisticsTier
+
+log = logging.getLogger(__name__)
+
+CONTEXT_DRAFT = 10  # the context tier's draft, as the engine's context tier drafts (ContextSettings)
+CONTEXT_KEYS = (1, 4)  # its shortest and longest key: one token too, as a wrong draft costs little here
+TAIL = 32  # tokens of the row the offline tiers read: more than their longest key (8)
+LAST = 4  # tokens that, with its length, file a state that has no request id
+# Draft tokens a step verifies nearly free: vLLM's CPU pass over a row and 4 drafts costs about what
+# one over a row and 1 draft does (benchmarks/results/<machine>/vllm_step_cost.json); each of a
+# step's rows drafts at least its share of them, however many of its drafts were refused.
+FREE_TOKENS = 4
+MAX_BYTES = 1 << 30  # the states' bytes, at most (about 40 a token: 1 GiB holds 25M tokens of context)
+
+
+@dataclass(eq=False)
+class Request:
+    """One request's drafting state: its context index and its draft length."""
+
+    context: ContextIndex
+    draft_len: int
+    key: str | int  # its request id, or (with none) a number of its own
+    proposed: int = 0  # draft tokens proposed at the last step (0: none)
+    nbytes: int = 0  # its bytes, as last counted
+    end: tuple[int, tuple[int, ...]] = (0, ())  # with no id: its length and last tokens, where rows look
+
+    @property
+    def length(self) -> int:
+        """Tokens of the request it has seen."""
+        return self.context.n
+
+
+class ChainDrafter:
+    """HD's tiers for one worker: the offline tiers shared, a context index per request, one chain
+    per row. Pure Python and numpy; vLLM is not imported here."""
+
+    def __init__(
+        self,
+        offline: Sequence[DraftTier],
+        order: str,
+        max_len: int,
+        max_bytes: int = MAX_BYTES,
+        free: int = FREE_TOKENS,
+        vocab_size: int | None = None,
+        keys: tuple[int, int] = CONTEXT_KEYS,
+    ) -> None:
+        if max_len < 1 or max_bytes < 1:
+            raise HDError(f"the proposer needs max_len and max_bytes of at least 1, got {max_len} and {max_bytes}")
+        self.offline = {t.tier.letter: t for t in offline}
+        self.order = order
+        self.max_len = max_len
+        self.max_bytes = max_bytes
+        self.free = free
+        self.vocab_size = vocab_size  # a draft token outside 0..vocab_size - 1 is a tier's failure
+        self.keys = keys  # the context index's shortest and longest key
+        self.failures: set[tuple[str, str]] = set()  # the failures logged: (who failed, the error's type)
+        self.nbytes = 0  # the states' bytes
+        self._states: OrderedDict[str | int, Request] = OrderedDict()  # by key, the least recently seen first
+        self._ends: dict[tuple[int, tuple[int, ...]], list[Request]] = {}  # the states with no id, by end
+
+    def __len__(self) -> int:
+        """The requests it keeps a state for."""
+        return len(self._states)
+
+    def propose(
+        self,
+        sampled_token_ids: Sequence[Sequence[int]],
+        num_tokens: np.ndarray,
+        token_ids: np.ndarray,
+        req_ids: Sequence[str] | None = None,
+        alive: Collection[str] | None = None,
+    ) -> list[list[int]]:
+        """One chain per row (empty for a row that emitted nothing, a partial prefill, or holds no
+        token). `req_ids` names the rows' requests and `alive` every request the engine still holds
+        (None: unknown, the states are found by their tokens and let go by the byte bound). The step's
+        `free` draft tokens are shared by its rows: each row drafts at least its share of them."""
+        if alive is not None:
+            for state in [s for k, s in self._states.items() if isinstance(k, str) and k not in alive]:
+                self._drop(state)
+        rows = [i for i, sampled in enumerate(sampled_token_ids) if len(sampled) and int(num_tokens[i]) > 0]
+        floor = max(1, self.free // max(len(rows), 1))
+        chains: list[list[int]] = [[] for _ in sampled_token_ids]
+        taken: set[int] = set()  # the states given a row this step
+        for i in rows:
+            try:
+                tokens = token_ids[i, : int(num_tokens[i])]
+                state = self.request(tokens, len(sampled_token_ids[i]), req_ids[i] if req_ids else None, taken)
+                chains[i] = self.chain(state, tokens, len(sampled_token_ids[i]), floor)
+            except Exception as error:  # noqa: BLE001  (a tier's failure costs its row a draft, not the engine)
+                self._say(error)
+        self._bound(len(taken))
+        return chains
+
+    def request(
+        self, tokens: np.ndarray, emitted: int, req_id: str | None = None, taken: set[int] | None = None
+    ) -> Request:
+        """The state of the request whose row holds `tokens` (the last `emitted` of them new since the
+        step before), brought up to date, or a new one."""
+        taken = set() if taken is None else taken
+        n = len(tokens)
+        state: Request | None = None
+        if req_id is not None:
+            state = self._states.get(req_id)
+            held = state.context.tokens if state is not None else None
+            if held is not None and (len(held) > n or tokens[0] != held[0] or tokens[len(held) - 1] != held[-1]):
+                self._drop(state)  # type: ignore[arg-type]  (not this request's tokens: an id used again)
+                state = None
+        else:
+            before = n - emitted
+            for other in self._ends.get((before, tuple(tokens[max(0, before - LAST) : before].tolist())), ()):
+                if id(other) not in taken and np.array_equal(other.context.tokens, tokens[: other.length]):
+                    state = other  # all it holds is the row's beginning, and no other row has it
+                    break
+        if state is None:
+            state = Request(ContextIndex(tokens, *self.keys), self.max_len, req_id if req_id is not None else 0)
+            if req_id is None:
+                state.key = id(state)
+        elif state.length < n:
+            self._unfile(state)
+            state.context.extend(tokens[state.length :])
+        self._file(state)
+        taken.add(id(state))
+        return state
+
+    def chain(self, state: Request, tokens: np.ndarray, emitted: int, floor: int = 1) -> list[int]:
+        """The chain for a request whose row holds `tokens` and just emitted `emitted` of them (the
+        accepted drafts and one more): its draft length, at least `floor`, at most `max_len`."""
+        if state.proposed:
+            accepted = emitted - 1
+            grown, halved = min(self.max_len, 2 * state.draft_len), max(accepted + 1, state.draft_len // 2)
+            state.draft_len = grown if accepted >= state.proposed else min(halved, self.max_len)
+        want = state.draft_len = max(state.draft_len, min(floor, self.max_len))
+        chain: list[int] = []
+        tail: list[int] | None = None
+        for letter in self.order:
+            if len(chain) >= want:
+                break
+            if letter == "C":
+                offers: list[Sequence[int]] = [state.context.draft(min(want, CONTEXT_DRAFT)).tolist()]
+            else:
+                tier = self.offline[letter]
+                if chain and len(chain) >= longest_draft(tier):
+                    continue  # none of its drafts could extend the chain
+                tail = tokens[-TAIL:].tolist() if tail is None else tail
+                offers = [p.tokens for p in tier.propose(tail, want)]
+                self._check(tier, offers)
+            for offer in offers:
+                if len(offer) > len(chain) and list(offer[: len(chain)]) == chain:
+                    chain = list(offer[:want])
+        state.proposed = len(chain)
+        return chain
+
+    def _check(self, tier: DraftTier, offers: list[Sequence[int]]) -> None:
+        if self.vocab_size is None:
+            return
+        for offer in offers:
+            bad = [t for t in offer if not 0 <= t < self.vocab_size]
+            if bad:
+                raise HDError(
+                    f"the {tier.tier.name} tier ({type(tier).__name__}) drafted token id {bad[0]}, outside the "
+                    f"model's vocabulary (0..{self.vocab_size - 1}): was its database built for another tokenizer?"
+                )
+
+    def _file(self, state: Request) -> None:
+        """Keep `state` as the most recently seen, its bytes counted, filed by its end if it has no id."""
+        self._states[state.key] = state
+        self._states.move_to_end(state.key)
+        self.nbytes += state.context.nbytes - state.nbytes
+        state.nbytes = state.context.nbytes
+        if not isinstance(state.key, str):
+            n = state.length
+            state.end = (n, tuple(state.context.tokens[max(0, n - LAST) :].tolist()))
+            bucket = self._ends.setdefault(state.end, [])
+            if state not in bucket:
+                bucket.append(state)
+
+    def _unfile(self, state: Request) -> None:
+        bucket = self._ends.get(state.end, [])
+        if state in bucket:
+            bucket.remove(state)
+            if not bucket:
+                del self._ends[state.end]
+
+    def _drop(self, state: Request) -> None:
+        if self._states.pop(state.key, None) is not None:
+            self.nbytes -= state.nbytes
+            self._unfile(state)
+
+    def _bound(self, keep: int) -> None:
+        """Let the least recently seen states go while their bytes pass the bound (this step's stay)."""
+        while self.nbytes > self.max_bytes and len(self._states) > keep:
+            self._drop(next(iter(self._states.values())))
+
+    def _say(self, error: Exception) -> None:
+        """Log a failure once per failing tier and kind of error."""
+        who = culprit(error)
+        if (who, type(error).__name__) not in self.failures:
+            self.failures.add((who, type(error).__name__))
+            log.warning(
+                "hdlib: %s failed (%s: %s); its rows get no draft while it fails", who, type(error).__name__, error
+            )
+
+
+def longest_draft(tier: DraftTier) -> float:
+    """The longest draft `tier` can offer (inf: unknown)."""
+    if isinstance(tier, ModelTier):
+        return tier.n - 1
+    if isinstance(tier, StatisticsTier):
+        return tier.settings.draft_len
+    return float("inf")
+
+
+def culprit(error: BaseException) -> str:
+    """Who raised `error`: the innermost tier in its traceback (a tier's own method, or the drafter
+    asking it, or the check of its tokens), else the proposer itself."""
+    who = "the proposer"
+    frame = error.__traceback__
+    while frame is not None:
+        names = frame.tb_frame.f_locals
+        tier = names.get("self") if isinstance(names.get("self"), DraftTier) else names.get("tier")
+        if isinstance(tier, DraftTier):
+            who = f"the {tier.tier.name} tier ({type(tier).__name__})"
+        frame = frame.tb_next
+    return who
