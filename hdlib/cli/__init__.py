@@ -8,6 +8,7 @@
     hdlib db info PATH [--model M]
     hdlib warmup [--model M] [--dtype D]
     hdlib handouts [--out DIR] [--prompt TEXT] [--rounds N] [--model M] [--dtype D]
+    hdlib serve [MODEL] [--tiers CMS] [--num-speculative-tokens N] [-- VLLM_SERVER_ARGS ...]
     hdlib bench [--questions PATH] [--per-task K] [--tasks LIST] [--max-new-tokens N] [--methods LIST] [--temperature T]
         [--sampling-rule gumbel|rejection] [--model M] [--dtype D] [--prompt-format F]
         [--out results.json] [--html report.html] [--resume]
@@ -21,7 +22,15 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
-from hdlib.cli.commands import cmd_bench, cmd_build_db, cmd_db_info, cmd_generate, cmd_handouts, cmd_warmup
+from hdlib.cli.commands import (
+    cmd_bench,
+    cmd_build_db,
+    cmd_db_info,
+    cmd_generate,
+    cmd_handouts,
+    cmd_serve,
+    cmd_warmup,
+)
 from hdlib.cli.parser import build_parser
 from hdlib.errors import HDError
 
@@ -31,8 +40,11 @@ __all__ = ["build_parser", "main"]
 def main(argv: Sequence[str] | None = None) -> int:
     try:
         argv = list(sys.argv[1:] if argv is None else argv)
-        args = build_parser().parse_args(argv)
-        args.argv = argv  # how the command was asked for, for database metadata
+        ours, passed = (argv[: argv.index("--")], argv[argv.index("--") + 1 :]) if "--" in argv else (argv, [])
+        args = build_parser().parse_args(ours)
+        if "--" in argv and args.command != "serve":
+            raise HDError(f"`hdlib {args.command}` takes no arguments after --: only `hdlib serve` passes them on")
+        args.argv, args.passed = argv, passed  # how the command was asked for (database metadata); for vLLM
         commands = {
             "generate": cmd_generate,
             "warmup": cmd_warmup,
@@ -40,6 +52,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "db": cmd_db_info,
             "bench": cmd_bench,
             "handouts": cmd_handouts,
+            "serve": cmd_serve,
         }
         return commands[args.command](args)
     except HDError as e:

@@ -164,6 +164,38 @@ def cmd_handouts(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_serve(args: argparse.Namespace) -> int:
+    """vLLM's OpenAI-compatible server with HD's proposer and the model's databases, in this process's
+    place (vLLM's options after --)."""
+    import os
+
+    from hdlib.bench.serving import VLLM_METHODS, server_command, vllm_python
+    from hdlib.databases.statsdb import ensure_statistics_db
+    from hdlib.models.loading import load_text
+    from hdlib.serving.proposer import (
+        MODEL_DB_ENV,
+        STATISTICS_DB_ENV,
+        TIERS_ENV,
+        database_paths,
+        offline_tiers,
+        tier_order,
+    )
+
+    order = tier_order(args.tiers)
+    python = vllm_python()  # before the model: a machine without vLLM is told at once
+    text = load_text(args.model)
+    paths = database_paths(text.fingerprint)
+    if "S" in order and not paths["S"].is_file() and not os.environ.get(STATISTICS_DB_ENV):
+        ensure_statistics_db(text)  # built here on first use, as `hdlib warmup` builds it
+    offline_tiers(text.fingerprint, order)  # a missing or foreign database is said here, not in vLLM's worker
+    env = {TIERS_ENV: order, MODEL_DB_ENV: str(paths["M"]), STATISTICS_DB_ENV: str(paths["S"])}
+    spec = {**VLLM_METHODS["vllm-hd"], "num_speculative_tokens": args.num_speculative_tokens}
+    command = server_command(python, text.source, spec, args.passed)
+    print(f"hdlib: serving {args.model} with the tiers {order}: {shlex.join(command)}", file=sys.stderr, flush=True)
+    os.execve(command[0], command, {**os.environ, **env})
+    return 0  # (execve does not return)
+
+
 def _answerer(args: argparse.Namespace):
     """The model (or only its tokenizer side) and who answers: None for transformers on the model."""
     from hdlib.models.loading import load_model, load_text

@@ -104,6 +104,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_bench(sub)
     _add_warmup(sub)
     _add_handouts(sub)
+    _add_serve(sub)
     return parser
 
 
@@ -279,6 +280,20 @@ def _add_warmup(sub: argparse._SubParsersAction) -> None:
     warm.add_argument("--model", default=DEFAULT_MODEL)
     warm.add_argument("--device", default=None)
     warm.add_argument("--dtype", choices=DTYPE_CHOICES, default="auto", help=DTYPE_HELP)
+
+
+def _add_serve(sub: argparse._SubParsersAction) -> None:
+    serve = sub.add_parser(
+        "serve",
+        help="vLLM's OpenAI-compatible server, drafting with hdlib's tiers (arguments after -- go to vLLM's server)",
+    )
+    serve.add_argument(
+        "model", nargs="?", default=DEFAULT_MODEL, help=f"a packaged name, folder or Hub id (default {DEFAULT_MODEL})"
+    )
+    serve.add_argument("--tiers", default="CMS", help="tiers by letter, asked in this order, of C, M, S (default CMS)")
+    serve.add_argument(
+        "--num-speculative-tokens", type=_positive, default=16, help="the longest chain a request drafts (default 16)"
+    )
 
 
 def _add_handouts(sub: argparse._SubParsersAction) -> None:

@@ -12,7 +12,8 @@ The chain follows the hierarchy: the first tier in the order with a draft gives 
 the continuation of the longest earlier suffix match, `CONTEXT_DRAFT` tokens at most); each later
 tier may extend it with a draft that begins with the whole chain, which is the path hdlib's trie
 would take through the tiers' drafts (the first child at every node). A later tier whose drafts are
-never longer than the chain is not asked. The offline tiers read the row's last `TAIL` tokens.
+never longer than the chain is not asked, nor, with a `Gate`, one whose lookup does not pay at the
+batch's rate (`hdlib.serving.gate`). The offline tiers read the row's last `TAIL` tokens.
 
 A failure in a tier (a damaged database, a bug) costs its row that step's draft, never the engine:
 the row gets no draft, and the log says once which tier failed and why.
@@ -21,13 +22,15 @@ the row gets no draft, and the log says once which tier failed and why.
 from __future__ import annotations
 
 import logging
+import time
 from collections import OrderedDict
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from hdlib.errors import HDError
+from hdlib.serving.gate import Gate
 from hdlib.serving.index import ContextIndex
 from hdlib.tiers import DraftTier, ModelTier, StatisticsTier
 
@@ -54,6 +57,8 @@ class Request:
     proposed: int = 0  # draft tokens proposed at the last step (0: none)
     nbytes: int = 0  # its bytes, as last counted
     end: tuple[int, tuple[int, ...]] = (0, ())  # with no id: its length and last tokens, where rows look
+    asked: list[str] = field(default_factory=list)  # the offline tiers asked at the last step
+    source: str | None = None  # the tier whose draft began the last chain
 
     @property
     def length(self) -> int:
@@ -74,6 +79,7 @@ class ChainDrafter:
         free: int = FREE_TOKENS,
         vocab_size: int | None = None,
         keys: tuple[int, int] = CONTEXT_KEYS,
+        gate: Gate | None = None,
     ) -> None:
         if max_len < 1 or max_bytes < 1:
             raise HDError(f"the proposer needs max_len and max_bytes of at least 1, got {max_len} and {max_bytes}")
@@ -84,6 +90,7 @@ class ChainDrafter:
         self.free = free
         self.vocab_size = vocab_size  # a draft token outside 0..vocab_size - 1 is a tier's failure
         self.keys = keys  # the context index's shortest and longest key
+        self.gate = gate  # whether an offline tier's lookup pays at this batch's rate (None: always ask)
         self.failures: set[tuple[str, str]] = set()  # the failures logged: (who failed, the error's type)
         self.nbytes = 0  # the states' bytes
         self._states: OrderedDict[str | int, Request] = OrderedDict()  # by key, the least recently seen first
@@ -105,6 +112,8 @@ class ChainDrafter:
         token). `req_ids` names the rows' requests and `alive` every request the engine still holds
         (None: unknown, the states are found by their tokens and let go by the byte bound). The step's
         `free` draft tokens are shared by its rows: each row drafts at least its share of them."""
+        if self.gate is not None:
+            self.gate.step(sum(len(sampled) for sampled in sampled_token_ids))
         if alive is not None:
             for state in [s for k, s in self._states.items() if isinstance(k, str) and k not in alive]:
                 self._drop(state)
@@ -156,6 +165,10 @@ class ChainDrafter:
     def chain(self, state: Request, tokens: np.ndarray, emitted: int, floor: int = 1) -> list[int]:
         """The chain for a request whose row holds `tokens` and just emitted `emitted` of them (the
         accepted drafts and one more): its draft length, at least `floor`, at most `max_len`."""
+        if self.gate is not None:
+            for letter in state.asked:  # what the lookups of the step before led to
+                self.gate.credit(letter, min(emitted - 1, state.proposed) if letter == state.source else 0)
+        state.asked, state.source = [], None
         if state.proposed:
             accepted = emitted - 1
             grown, halved = min(self.max_len, 2 * state.draft_len), max(accepted + 1, state.draft_len // 2)
@@ -172,11 +185,18 @@ class ChainDrafter:
                 tier = self.offline[letter]
                 if chain and len(chain) >= longest_draft(tier):
                     continue  # none of its drafts could extend the chain
+                if self.gate is not None and not self.gate.ask(letter):
+                    continue  # at this batch's rate, its lookup costs more than it adds
                 tail = tokens[-TAIL:].tolist() if tail is None else tail
+                start = time.perf_counter()
                 offers = [p.tokens for p in tier.propose(tail, want)]
+                if self.gate is not None:
+                    self.gate.took(letter, time.perf_counter() - start)
+                    state.asked.append(letter)
                 self._check(tier, offers)
             for offer in offers:
                 if len(offer) > len(chain) and list(offer[: len(chain)]) == chain:
+                    state.source = letter if not chain else state.source
                     chain = list(offer[:want])
         state.proposed = len(chain)
         return chain

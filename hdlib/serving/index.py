@@ -58,6 +58,7 @@ class ContextIndex:
         self._entries: dict[int, np.ndarray] = {}  # key length -> sorted (hash << 32 | end), uint64
         self._delta: dict[tuple[int, ...], list[int]] = {}  # keys ending after the base -> their ends
         self._delta_size = 0
+        self._base_bytes = 0
         self.extend(tokens)
 
     @property
@@ -67,7 +68,7 @@ class ContextIndex:
     @property
     def nbytes(self) -> int:
         """Bytes held: the text buffer, the base's arrays, and about 100 per delta position."""
-        return self._buf.nbytes + sum(a.nbytes for a in self._entries.values()) + 100 * self._delta_size
+        return self._buf.nbytes + self._base_bytes + 100 * self._delta_size
 
     def extend(self, new: np.ndarray) -> None:
         """Append `new` tokens and index every key that ends at one of them."""
@@ -80,12 +81,18 @@ class ContextIndex:
         if self.n - self._base_n > max(REBUILD_MIN, self._base_n // 2):
             self._rebuild()
             return
-        tail = self._buf[max(0, start - self.max_key + 1) : self.n].tolist()  # the new tokens' keys only
         offset = max(0, start - self.max_key + 1)
-        for end in range(start + 1, self.n + 1):
-            for m in range(self.min_key, min(self.max_key, end) + 1):
-                self._delta.setdefault(tuple(tail[end - m - offset : end - offset]), []).append(end)
-                self._delta_size += 1
+        tail = self._buf[offset : self.n].tolist()  # the keys that end at a new token, and no more
+        delta, lo, hi = self._delta, self.min_key, self.max_key
+        for end in range(start + 1 - offset, self.n + 1 - offset):
+            at = end + offset
+            for m in range(lo, (hi if at >= hi else at) + 1):
+                key = tuple(tail[end - m : end])
+                if key in delta:
+                    delta[key].append(at)
+                else:
+                    delta[key] = [at]
+        self._delta_size += (self.n - start) * (hi - lo + 1)  # (a few too many at the text's start: no matter)
 
     def _rebuild(self) -> None:
         tokens = self.tokens
@@ -95,28 +102,38 @@ class ContextIndex:
             ends = np.arange(m, self.n + 1, dtype=np.uint64)
             self._entries[m] = np.sort((key_hashes(tokens, m) >> SHIFT << SHIFT) | ends)
         self._base_n, self._delta, self._delta_size = self.n, {}, 0
+        self._base_bytes = sum(a.nbytes for a in self._entries.values())
 
     def match(self) -> int | None:
         """Where the text went on after the most recent earlier occurrence of its longest suffix
-        that occurred before (None: no suffix did)."""
+        that occurred before (None: no suffix did). A key that occurred before has every suffix of it
+        occur before too, so the keys are tried from the shortest up, until one has not occurred."""
         n = self.n
         last = self._buf[max(0, n - self.max_key) : n].tolist()
-        for m in range(min(self.max_key, n), self.min_key - 1, -1):
-            key = last[len(last) - m :]
-            for end in reversed(self._delta.get(tuple(key), ())):
-                if end < n:  # end == n is the suffix itself
+        found = None
+        for m in range(self.min_key, min(self.max_key, n) + 1):
+            end = self._latest(last[len(last) - m :], n)
+            if end is None:
+                break
+            found = end
+        return found
+
+    def _latest(self, key: list[int], n: int) -> int | None:
+        """Where the most recent occurrence of `key` ended, before the text's own end `n`."""
+        for end in reversed(self._delta.get(tuple(key), ())):
+            if end < n:  # end == n is the suffix itself
+                return end
+        m, entries = len(key), self._entries.get(len(key))
+        if entries is None:
+            return None
+        h = key_hash(key) >> 32 << 32
+        lo, hi = int(entries.searchsorted(np.uint64(h))), int(entries.searchsorted(np.uint64(h | LOW)))
+        while hi > lo:  # the most recent first, a few at a time: the first is nearly always it
+            for entry in reversed(entries[max(lo, hi - 8) : hi].tolist()):
+                end = entry & LOW
+                if end < n and self._buf[end - m : end].tolist() == key:
                     return end
-            entries = self._entries.get(m)
-            if entries is None:
-                continue
-            h = key_hash(key) >> 32 << 32
-            lo, hi = int(np.searchsorted(entries, np.uint64(h))), int(np.searchsorted(entries, np.uint64(h | LOW)))
-            while hi > lo:  # the most recent first, a few at a time: the first is nearly always it
-                for entry in reversed(entries[max(lo, hi - 8) : hi].tolist()):
-                    end = entry & LOW
-                    if end < n and self._buf[end - m : end].tolist() == key:
-                        return end
-                hi -= 8
+            hi -= 8
         return None
 
     def draft(self, length: int) -> np.ndarray:

@@ -15,7 +15,9 @@ vLLM, another caller), the proposer says so once and finds states by the tokens 
 
 Per request: the context tier over the row's own tokens, then the model tier's phrase database and
 the statistics corpus (each opened once per worker process), asked in that order (`HDLIB_VLLM_TIERS`,
-letters of C, M, S; default `CMS`); the chain is the hierarchy's, up to the request's draft length.
+letters of C, M, S; default `CMS`); the chain is the hierarchy's, up to the request's draft length,
+and an offline tier is asked for a row only where its lookup pays at the batch's rate
+(`hdlib.serving.gate`: alone in a batch nearly always, among hundreds of rows seldom).
 That length follows what the request has had accepted: it doubles after a chain accepted whole and
 halves after a refusal (not below the accepted drafts and one more), at most
 `num_speculative_tokens`; but not below its share of the step's `FREE_TOKENS`, the drafts a pass
@@ -43,6 +45,7 @@ import numpy as np
 from hdlib.errors import HDError
 from hdlib.paths import built_db_path, data_dir
 from hdlib.serving.chain import MAX_BYTES, ChainDrafter
+from hdlib.serving.gate import Gate
 from hdlib.store import read_meta, tokenizer_fingerprint
 from hdlib.tiers import DraftTier, ModelTier, StatisticsTier, Tier
 
@@ -83,22 +86,24 @@ def model_db_for(fingerprint: str) -> Path:
     return built_db_path("model", fingerprint)
 
 
+def database_paths(fingerprint: str) -> dict[str, Path]:
+    """The model ("M") and statistics ("S") databases for the tokenizer of `fingerprint`: the ones the
+    environment names, else the defaults."""
+    statistics = os.environ.get(STATISTICS_DB_ENV)
+    default = built_db_path("statistics", fingerprint)
+    return {"M": model_db_for(fingerprint), "S": Path(statistics) if statistics else default}
+
+
 def offline_tiers(fingerprint: str, order: str) -> list[DraftTier]:
     """The model and statistics tiers `order` names, for the tokenizer of `fingerprint`, each opened
     once."""
-    where = {
-        "M": (model_db_for(fingerprint), ModelTier, "hdlib build-db model --model MODEL"),
-        "S": (
-            Path(os.environ.get(STATISTICS_DB_ENV) or built_db_path("statistics", fingerprint)),
-            StatisticsTier,
-            "hdlib warmup --model MODEL",
-        ),
-    }
+    paths = database_paths(fingerprint)
+    how = {"M": (ModelTier, "hdlib build-db model --model MODEL"), "S": (StatisticsTier, "hdlib warmup --model MODEL")}
     tiers = []
     for letter in order:
-        if letter not in where:
+        if letter not in how:
             continue
-        path, kind, build = where[letter]
+        (kind, build), path = how[letter], paths[letter]
         if not path.is_file():
             name = kind.__name__.removesuffix("Tier").lower()
             raise HDError(f"no {name} database for this model's tokenizer at {path}: build it with `{build}`")
@@ -133,6 +138,7 @@ class HDProposer:
             int(spec.num_speculative_tokens),
             state_bytes(os.environ.get(STATE_BYTES_ENV)),
             vocab_size=int(model.get_vocab_size()),
+            gate=Gate(),
         )
         self.runner: Any = None  # vLLM's model runner, the caller of `propose`, once found
         self.unbound: str | None = None  # why the rows' request ids cannot be had (None: they can)
