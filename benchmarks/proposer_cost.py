@@ -1,7 +1,7 @@
 """What a proposer costs the host per engine step, at batch sizes and context lengths of a server.
 
     python -m benchmarks.proposer_cost --questions question.jsonl [--rows 1,16,64,256]
-        [--contexts 1024,4096,16384] [--steps 10] [--repeats 3] [--emitted 3]
+        [--contexts 1024,4096,16384] [--steps 30] [--repeats 3] [--emitted 3] [--step-ms 20]
         [--out benchmarks/results/<machine>/proposer_cost.json]
 
 Run in vLLM's environment (`.venv-vllm`). Three proposers are called as vLLM's runner calls them,
@@ -11,8 +11,10 @@ vLLM's own proposer class and arctic-inference), and hdlib's (`vllm-hd`: the tie
 most 16, its states keyed by request id as in vLLM, its gate seeing an engine step of `--step-ms`
 besides the time that passes: a GPU's step at these batch sizes is some 5 to 30 ms). Each row is a
 window of real text: the tokenized turns of Spec-Bench's questions, joined and tiled; at each step every row grows by
-`--emitted` tokens of that text, as if it had that many accepted, and every proposer is timed on the
-step in an order that turns from step to step. The first call (every row a new request, its prompt
+`--emitted` tokens of that text, as if it had that many accepted. Each proposer runs its steps in a
+block of its own, on its own copy of the rows (so that the processor's caches hold its data, as in
+vLLM, where it is the only proposer), the blocks' order turning from repeat to repeat; a step's
+ratio pairs the same step of the same repeat. The first call (every row a new request, its prompt
 indexed) is timed apart from the steps. Also timed: hdlib's context index of one new request of 32k
 tokens (`hdlib.serving.index.ContextIndex`), the median of 5 builds.
 
@@ -134,19 +136,17 @@ def measure(
     first: dict[str, list[float]] = {p: [] for p in PROPOSERS}
     step: dict[str, list[float]] = {p: [] for p in PROPOSERS}
     for repeat in range(repeats):
-        batch = Rows(stream, rows, context, steps, emitted)
         clock = EngineClock(step_s)
-        made = proposers(config(rows, batch.width), fingerprint, clock)
-        sampled = batch.sampled()
-        for name in PROPOSERS:
-            first[name].append(call(name, made[name], batch, sampled))
-        for s in range(steps):
-            batch.advance()
-            clock.steps += 1
-            sampled = batch.sampled()
-            turn = (s + repeat) % len(PROPOSERS)
-            for name in PROPOSERS[turn:] + PROPOSERS[:turn]:
-                step[name].append(call(name, made[name], batch, sampled))
+        width = Rows(stream, 1, context, steps, emitted).width
+        made = proposers(config(rows, width), fingerprint, clock)
+        turn = repeat % len(PROPOSERS)
+        for name in PROPOSERS[turn:] + PROPOSERS[:turn]:  # a block each: its caches its own, as in vLLM
+            batch = Rows(stream, rows, context, steps, emitted)
+            first[name].append(call(name, made[name], batch, batch.sampled()))
+            for _ in range(steps):
+                batch.advance()
+                clock.steps += name == "hd"
+                step[name].append(call(name, made[name], batch, batch.sampled()))
     ratio = geometric_mean([h / g for h, g in zip(step["hd"], step["ngram"], strict=True)])
     return {
         "rows": rows,
@@ -193,7 +193,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--questions", type=Path, required=True, help=QUESTIONS_HELP)
     parser.add_argument("--rows", default="1,16,64,256")
     parser.add_argument("--contexts", default="1024,4096,16384")
-    parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--emitted", type=int, default=3)
     parser.add_argument(
