@@ -261,9 +261,10 @@ class Runner:
         self.input_batch = SimpleNamespace(req_ids=[], token_ids_cpu=np.zeros((4, 64), np.int32))
         self.input_batch.num_tokens_no_spec = np.zeros(4, np.int32)
 
-    def propose_draft_token_ids(self, sampled):  # as vLLM's runner calls a custom_class proposer
+    def propose_draft_token_ids(self, sampled, rows=None):  # as vLLM's runner calls a custom_class proposer
         batch = self.input_batch
-        return self.drafter.propose(sampled, batch.num_tokens_no_spec, batch.token_ids_cpu, slot_mappings=None)
+        lengths, tokens = (batch.num_tokens_no_spec, batch.token_ids_cpu) if rows is None else rows
+        return self.drafter.propose(sampled, lengths, tokens, slot_mappings=None)
 
 
 def proposer(max_len: int = 4) -> HDProposer:
@@ -284,7 +285,7 @@ def test_the_proposer_reads_the_request_ids_from_the_runner_that_calls_it(caplog
     runner.input_batch.token_ids_cpu[:2, :5] = [[1, 2, 3, 1, 2], [4, 5, 6, 4, 5]]
     runner.input_batch.num_tokens_no_spec[:2] = 5
     assert runner.propose_draft_token_ids([[2], [5]]) == [[3, 1, 2, 3], [6, 4, 5, 6]]
-    assert hd.runner is runner and set(hd.drafter._states) == {"x", "y"}
+    assert hd.unbound is None and set(hd.drafter._states) == {"x", "y"}
     del runner.requests["x"]  # finished: vLLM's runner pops it
     runner.input_batch.req_ids = ["y"]
     runner.input_batch.token_ids_cpu[0] = runner.input_batch.token_ids_cpu[1]
@@ -293,17 +294,19 @@ def test_the_proposer_reads_the_request_ids_from_the_runner_that_calls_it(caplog
     assert set(hd.drafter._states) == {"y"}
     # Given arrays that are not the runner's batch, it says why once and finds states by their tokens.
     with caplog.at_level("WARNING", logger="hdlib.serving.proposer"):
-        rows = np.array([[1, 2, 3, 1, 2]])
-        assert hd.propose([[2]], np.array([5]), rows) == [[3, 1, 2, 3]]
-        hd.propose([[2]], np.array([5]), rows)
-    assert hd.runner is None and "input batch is not the rows propose was given" in hd.unbound
+        rows = (np.array([5]), np.array([[1, 2, 3, 1, 2]]))
+        assert runner.propose_draft_token_ids([[2]], rows) == [[3, 1, 2, 3]]
+        runner.propose_draft_token_ids([[2]], rows)
+    assert "input batch is not the rows propose was given" in hd.unbound
     assert len([r for r in caplog.records if "request ids cannot be had" in r.getMessage()]) == 1
+    runner.propose_draft_token_ids([[5]])  # called by the runner again: its ids again, the others let go
+    assert set(hd.drafter._states) == {"y"}
 
 
 def test_a_caller_without_an_input_batch_leaves_the_proposer_matching_by_tokens():
     hd = proposer()
     assert hd.propose([[2]], np.array([5]), np.array([[1, 2, 3, 1, 2]])) == [[3, 1, 2, 3]]
-    assert hd.runner is None and "has no input batch and requests" in hd.unbound
+    assert "has no input batch and requests" in hd.unbound
 
 
 class Broken(DraftTier):

@@ -115,8 +115,8 @@ class ChainDrafter:
         if self.gate is not None:
             self.gate.step(sum(len(sampled) for sampled in sampled_token_ids))
         if alive is not None:
-            for state in [s for k, s in self._states.items() if isinstance(k, str) and k not in alive]:
-                self._drop(state)
+            for state in [s for k, s in self._states.items() if not isinstance(k, str) or k not in alive]:
+                self._drop(state)  # (one found by its tokens, at a call without ids, is let go too)
         rows = [i for i, sampled in enumerate(sampled_token_ids) if len(sampled) and int(num_tokens[i]) > 0]
         floor = max(1, self.free // max(len(rows), 1))
         chains: list[list[int]] = [[] for _ in sampled_token_ids]

@@ -8,10 +8,11 @@ vLLM makes the class with its `VllmConfig` and, after every step, calls `propose
 each batch row just emitted, each row's length and every row's tokens; it wants one list of draft
 tokens per row, which it verifies as a chain, losslessly. It names no request in that call, but the
 caller is vLLM's model runner, whose input batch holds the rows' request ids and whose `requests`
-every request still alive: the proposer reads both (never writes), after checking on every call that
+every request still alive: the proposer reads both (never writes), after checking at every call that
 the runner's batch is the very arrays it was given. So a request's state (`hdlib.serving.chain`) is
 keyed by its id and freed when the request finishes or is aborted. Where that check fails (another
-vLLM, another caller), the proposer says so once and finds states by the tokens they hold.
+vLLM, another caller), the proposer says so once and, at that call, finds states by the tokens they
+hold.
 
 Per request: the context tier over the row's own tokens, then the model tier's phrase database and
 the statistics corpus (each opened once per worker process), asked in that order (`HDLIB_VLLM_TIERS`,
@@ -140,8 +141,7 @@ class HDProposer:
             vocab_size=int(model.get_vocab_size()),
             gate=Gate(),
         )
-        self.runner: Any = None  # vLLM's model runner, the caller of `propose`, once found
-        self.unbound: str | None = None  # why the rows' request ids cannot be had (None: they can)
+        self.unbound: str | None = None  # why the rows' request ids could not be had, when they once could not
 
     def load_model(self, *args: Any, **kwargs: Any) -> None:
         """vLLM's CPU runner hands every drafter the target model: HD needs none."""
@@ -153,38 +153,32 @@ class HDProposer:
         token_ids_cpu: np.ndarray,
         slot_mappings: object = None,
     ) -> list[list[int]]:
-        if self.runner is None and self.unbound is None:
-            self.bind(sys._getframe(1).f_locals.get("self"))
-        ids, alive = self.request_ids(len(sampled_token_ids), num_tokens_no_spec, token_ids_cpu)
+        runner = sys._getframe(1).f_locals.get("self")  # vLLM's model runner, whose method calls this one
+        ids, alive = self.request_ids(runner, len(sampled_token_ids), num_tokens_no_spec, token_ids_cpu)
         return self.drafter.propose(sampled_token_ids, num_tokens_no_spec, token_ids_cpu, ids, alive)
 
-    def bind(self, caller: Any) -> None:
-        """Keep the caller as the runner if it has vLLM's input batch and requests."""
-        batch = getattr(caller, "input_batch", None)
-        if isinstance(getattr(caller, "requests", None), dict) and hasattr(batch, "req_ids"):
-            self.runner = caller
-        else:
-            self.give_up(f"its caller ({type(caller).__name__}) has no input batch and requests")
-
     def request_ids(
-        self, rows: int, num_tokens: np.ndarray, token_ids: np.ndarray
+        self, runner: Any, rows: int, num_tokens: np.ndarray, token_ids: np.ndarray
     ) -> tuple[list[str] | None, dict[str, Any] | None]:
-        """The rows' request ids and the requests alive, read from the runner; (None, None) where the
-        runner's batch is not the one `propose` was given."""
-        if self.runner is None:
-            return None, None
-        batch = self.runner.input_batch
-        if batch.token_ids_cpu is token_ids and batch.num_tokens_no_spec is num_tokens and len(batch.req_ids) == rows:
-            return batch.req_ids, self.runner.requests
-        self.give_up("the runner's input batch is not the rows propose was given")
+        """The rows' request ids and the requests alive, read from the runner; (None, None), said once,
+        where the caller is not a runner whose input batch is the very rows `propose` was given."""
+        batch = getattr(runner, "input_batch", None)
+        requests = getattr(runner, "requests", None)
+        if not (isinstance(requests, dict) and hasattr(batch, "req_ids")):
+            self.give_up(f"its caller ({type(runner).__name__}) has no input batch and requests")
+        elif batch.token_ids_cpu is token_ids and batch.num_tokens_no_spec is num_tokens and len(batch.req_ids) == rows:
+            return batch.req_ids, requests
+        else:
+            self.give_up("the runner's input batch is not the rows propose was given")
         return None, None
 
     def give_up(self, why: str) -> None:
-        """Find the requests' states by their tokens from now on, and say why once."""
-        self.runner, self.unbound = None, why
-        log.warning(
-            "hdlib: vLLM's request ids cannot be had (%s): states are found by the tokens they hold and let go "
-            "by the byte bound (%s)",
-            why,
-            STATE_BYTES_ENV,
-        )
+        """Say once why the requests' states are found by the tokens they hold at this call."""
+        if self.unbound is None:
+            log.warning(
+                "hdlib: vLLM's request ids cannot be had (%s): states are found by the tokens they hold and let "
+                "go by the byte bound (%s)",
+                why,
+                STATE_BYTES_ENV,
+            )
+        self.unbound = why
