@@ -30,7 +30,8 @@ from dataclasses import dataclass, field
 
 from hdlib.databases.modeldb import default_model_db_path
 from hdlib.databases.registry import load_tier, opened
-from hdlib.engine.drafter import Ask, Drafter, check_tokens
+from hdlib.engine.drafter import Ask, Drafter
+from hdlib.tiers.base import check_tokens
 from hdlib.engine.trace import TierLookup
 from hdlib.engine.tree import DraftTree
 from hdlib.models.loading import LoadedModel

@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from hdlib.engine.trace import TierLookup
 from hdlib.engine.tree import DraftTree
 from hdlib.errors import HDError
-from hdlib.tiers.base import DraftTier, ModelGuesses, Tier
+from hdlib.tiers.base import DraftTier, ModelGuesses, Tier, check_tokens
 from hdlib.tiers.guesses import Successors
 from hdlib.tiers.rider import PassRider
 
@@ -112,12 +112,3 @@ class Drafter:
             if vocab_size is not None:
                 check_tokens(tier, tree.tokens[before:], vocab_size)  # what the model will read
         return tree, tuple(lookups)
-
-
-def check_tokens(tier: DraftTier, tokens: Sequence[int], vocab_size: int) -> None:
-    if tokens and not (0 <= min(tokens) and max(tokens) < vocab_size):
-        bad = next(t for t in tokens if not 0 <= t < vocab_size)
-        raise HDError(
-            f"the {tier.tier.name} tier ({type(tier).__name__}) drafted token id {bad}, outside the model's "
-            f"vocabulary (0..{vocab_size - 1}): was its database built for another tokenizer?"
-        )

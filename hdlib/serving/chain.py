@@ -33,6 +33,7 @@ from hdlib.errors import HDError
 from hdlib.serving.gate import Gate
 from hdlib.serving.index import ContextIndex
 from hdlib.tiers import DraftTier, ModelTier, StatisticsTier
+from hdlib.tiers.base import check_tokens
 
 log = logging.getLogger(__name__)
 
@@ -193,24 +194,14 @@ class ChainDrafter:
                 if self.gate is not None:
                     self.gate.took(letter, time.perf_counter() - start)
                     state.asked.append(letter)
-                self._check(tier, offers)
+                if self.vocab_size is not None:
+                    check_tokens(tier, [t for offer in offers for t in offer], self.vocab_size)
             for offer in offers:
                 if len(offer) > len(chain) and list(offer[: len(chain)]) == chain:
                     state.source = letter if not chain else state.source
                     chain = list(offer[:want])
         state.proposed = len(chain)
         return chain
-
-    def _check(self, tier: DraftTier, offers: list[Sequence[int]]) -> None:
-        if self.vocab_size is None:
-            return
-        for offer in offers:
-            bad = [t for t in offer if not 0 <= t < self.vocab_size]
-            if bad:
-                raise HDError(
-                    f"the {tier.tier.name} tier ({type(tier).__name__}) drafted token id {bad[0]}, outside the "
-                    f"model's vocabulary (0..{self.vocab_size - 1}): was its database built for another tokenizer?"
-                )
 
     def _file(self, state: Request) -> None:
         """Keep `state` as the most recently seen, its bytes counted, filed by its end if it has no id."""

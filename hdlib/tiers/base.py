@@ -134,3 +134,12 @@ class DraftTier(ABC):
     # rows in the passes where they pay and hands it the model's next tokens (`advance`). The
     # n-grams land in the window's pool, which the tier reads.
     rider: PassRider | None = None
+
+
+def check_tokens(tier: DraftTier, tokens: Sequence[int], vocab_size: int) -> None:
+    if tokens and not (0 <= min(tokens) and max(tokens) < vocab_size):
+        bad = next(t for t in tokens if not 0 <= t < vocab_size)
+        raise HDError(
+            f"the {tier.tier.name} tier ({type(tier).__name__}) drafted token id {bad}, outside the model's "
+            f"vocabulary (0..{vocab_size - 1}): was its database built for another tokenizer?"
+        )
