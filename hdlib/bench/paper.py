@@ -31,12 +31,11 @@ from dataclasses import dataclass, field
 from hdlib.databases.modeldb import default_model_db_path
 from hdlib.databases.registry import load_tier, opened
 from hdlib.engine.drafter import Ask, Drafter
-from hdlib.tiers.base import check_tokens
 from hdlib.engine.trace import TierLookup
 from hdlib.engine.tree import DraftTree
 from hdlib.models.loading import LoadedModel
 from hdlib.tiers import DraftTier, ModelSettings, ModelTier, StatisticsSettings, StatisticsTier, Tier
-from hdlib.tiers.base import Draft
+from hdlib.tiers.base import Draft, check_tokens
 from hdlib.tiers.window import LookaheadWindow, NGramPool, WindowSettings
 
 
