@@ -114,7 +114,8 @@ def test_vllm_serve_builds_the_database_through_the_server(vllm_python, transfor
 def test_the_vllm_methods_run_in_a_second_pass_identical_to_ar(vllm_python, tmp_path, monkeypatch):
     """`hdlib bench` here with vLLM's methods: hdlib's methods in this run, then the same command in
     .venv-vllm with `ar` and vLLM's (ar side by side there), every answer identical to ar's; among
-    them `vllm-hd`, hdlib's tiers as vLLM's proposer."""
+    them `vllm-hd`, hdlib's tiers as vLLM's proposer. (`vllm-ngram` takes the path `vllm-suffix` takes,
+    another speculative_config: left out for the suite's time.)"""
     questions = tmp_path / "q.jsonl"
     asked = {"summarization": "Repeat this line five times: the cat sat on the mat.", "qa": "Count from 1 to 20."}
     rows = [{"question_id": i, "category": task, "turns": [text]} for i, (task, text) in enumerate(asked.items(), 1)]
@@ -123,56 +124,67 @@ def test_the_vllm_methods_run_in_a_second_pass_identical_to_ar(vllm_python, tmp_
     monkeypatch.setenv("VLLM_CPU_KVCACHE_SPACE", "1")
     ensure_statistics_db(load_text(DEFAULT_MODEL), progress=False)  # vllm-hd's statistics tier, built here
     code = main(["bench", "--questions", str(questions), "--max-new-tokens", "32", "--methods",
-                 "hd:C,vllm,vllm-ngram,vllm-suffix,vllm-hd", "--out", str(out)])  # fmt: skip
+                 "hd:C,vllm,vllm-suffix,vllm-hd", "--out", str(out)])  # fmt: skip
     assert code == 0
     assert list(json.loads(out.read_text())["methods"]) == ["ar", "hd:C"]
     served = json.loads((tmp_path / "r-vllm.json").read_text())
-    assert list(served["methods"]) == ["ar", "vllm", "vllm-ngram", "vllm-suffix", "vllm-hd"]
-    assert "--methods vllm,vllm-ngram,vllm-suffix,vllm-hd" in served["command"]
+    assert list(served["methods"]) == ["ar", "vllm", "vllm-suffix", "vllm-hd"]
+    assert "--methods vllm,vllm-suffix,vllm-hd" in served["command"]
     for name, result in served["methods"].items():
         assert result["overall"]["identical_frac"] == 1.0, name
     # The speculative engines accepted drafts where the answer repeats the question; plain vLLM, none.
     assert served["methods"]["vllm"]["overall"]["mat"] == 1.0
-    speculative = ("vllm-ngram", "vllm-suffix", "vllm-hd")
+    speculative = ("vllm-suffix", "vllm-hd")
     assert all(served["methods"][n]["tasks"]["summarization"]["mat"] > 1.5 for n in speculative)
 
 
-def test_hd_as_vllms_proposer_answers_a_batch_as_plain_decoding_does(vllm_python, tmp_path):
-    """Five prompts in flight together on vLLM's CPU engine, greedy, then four one at a time: with
-    hdlib's tiers as its proposer (`hdlib.serving.proposer.HDProposer`) every answer is vLLM's plain
-    one, drafts were accepted (the prompts ask for repetition), and finished requests' states are let
-    go."""
+def test_hd_as_vllms_proposer_under_a_servers_workloads_answers_as_plain_vllm(vllm_python, tmp_path, request):
+    """tests/vllm_workloads.py on vLLM's CPU engine (AsyncLLM, as `vllm serve` runs it), plain and with
+    hdlib's tiers as its proposer, a KV cache of 16 blocks: five repetitive prompts together; 32
+    questions together behind one shared system prompt (the cache too small: requests are preempted
+    and recomputed), then the same 32 each behind a system prompt of its own; eight streams dropped by
+    their clients midway; n=4 sampling; 24 requests one at a time. Every greedy answer is plain vLLM's,
+    HD's MAT with the shared prompt is within 10 % of its MAT without, and the proposer holds a state
+    only for requests of the engine's last step: the dropped streams' states go at the step after."""
     text = load_text(DEFAULT_MODEL)
     ensure_statistics_db(text, progress=False)
     got = {}
     for kind in ("plain", "hd"):
         out = tmp_path / f"{kind}.json"
         run = subprocess.run(
-            [str(vllm_python), str(ROOT / "tests" / "vllm_batch.py"), text.source, str(out), kind],
+            [str(vllm_python), str(ROOT / "tests" / "vllm_workloads.py"), text.source, str(out), kind],
             env=ENV, capture_output=True, text=True, timeout=900,
         )  # fmt: skip
         assert run.returncode == 0, run.stderr[-3000:]
         got[kind] = json.loads(out.read_text())
         if kind == "hd":  # the proposer found vLLM's runner and its request ids (else it says so)
             assert "request ids cannot be had" not in run.stderr, run.stderr[-3000:]
-    assert len(got["hd"]["answers"]) == 5 + 4
-    assert got["hd"]["answers"] == got["plain"]["answers"]
-    assert got["hd"]["accepted"] > 0
-    # The proposer keeps a state per request of the engine's last step, and no more: after the batch,
-    # those still running at its last step (measured: 1, the longest answer); after four requests sent
-    # one at a time, the last one's (each freed once it had left, not 5 kept).
-    after_batch, after_sequence = got["hd"]["states"]
-    assert 1 <= after_batch <= 5 and after_sequence == 1
+            assert "hdlib:" not in run.stderr, run.stderr[-3000:]  # no tier failed
+    plain, hd = got["plain"], got["hd"]
+    for phase in ("batch", "shared", "own", "after_cancel", "sequential"):
+        assert hd[phase] == plain[phase], phase
+    assert len(hd["shared"]) == len(hd["own"]) == 32 and len(hd["sequential"]) == 24
+    assert hd["shared_counts"]["preemptions"] > 0  # the small cache forced preemption, and the answers held
+    mat = {p: c["tokens"] / (c["tokens"] - c["accepted"]) for p in ("shared", "own") for c in [hd[f"{p}_counts"]]}
+    line = f"vLLM + HD: MAT {mat['shared']:.2f} with a shared system prompt, {mat['own']:.2f} with one of each's own"
+    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        reporter.write_line(line)
+    assert mat["own"] > 1.2 and abs(mat["shared"] / mat["own"] - 1) <= 0.10, line
+    assert all(seen == 4 for seen in hd["cancelled"]) and len(hd["siblings"]) == 4
+    assert all(len(a) <= 32 for a in hd["siblings"]) and len({tuple(a) for a in hd["siblings"]}) > 1
+    states = hd["states"]
+    assert states["start"] == 0 and 1 <= states["batch"] <= 5 and 1 <= states["siblings"] <= 4
+    assert states["cancelled"] >= 1 and states["after_cancel"] == 1 and states["sequential"] == 1
 
 
 def test_vllm_serve_starts_with_hds_proposer_and_answers_under_a_bounded_load(vllm_python, tmp_path):
-    """benchmarks/served_load.py on eight repetitive questions, twice over: in each repeat a fresh `vllm
-    serve` with plain decoding and one with hdlib's proposer (started by `hdlib serve`, as a user
-    starts it), each sent 2 requests by `vllm bench serve`
-    at concurrency 1 and 2 others at 4, stopped after; every question sent once per method. With HD
-    the server accepted drafts at both and answered every request as plain decoding did at
-    concurrency 1, and the paired comparison covers every question. (Its numbers are no measurement:
-    the served benchmark's committed run is.)"""
+    """benchmarks/served_load.py on eight repetitive questions, once over: a fresh `vllm serve` with
+    plain decoding and one with hdlib's proposer (started by `hdlib serve`, as a user starts it), each
+    sent 4 requests by `vllm bench serve` at concurrency 1 and 4 others at 4, stopped after; every
+    question sent once per method. With HD the server accepted drafts at both and answered every
+    request as plain decoding did at concurrency 1, and the paired comparison covers every question.
+    (Its numbers are no measurement: the served benchmark's committed run is.)"""
     questions = tmp_path / "q.jsonl"
     asked = [
         "Repeat this line five times: the cat sat on the mat.", "Count from 1 to 20.",
@@ -186,8 +198,8 @@ def test_vllm_serve_starts_with_hds_proposer_and_answers_under_a_bounded_load(vl
     out = tmp_path / "served.json"
     run = subprocess.run(
         [sys.executable, "-m", "benchmarks.served_load", "--questions", str(questions), "--per-task", "8",
-         "--max-new-tokens", "32", "--methods", "vllm,vllm-hd", "--concurrency", "1,4", "--requests", "2",
-         "--repeats", "2", "--out", str(out)],
+         "--max-new-tokens", "32", "--methods", "vllm,vllm-hd", "--concurrency", "1,4", "--requests", "4",
+         "--repeats", "1", "--out", str(out)],
         cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=1500,
     )  # fmt: skip
     assert run.returncode == 0, run.stderr[-3000:]
@@ -202,14 +214,14 @@ def test_vllm_serve_starts_with_hds_proposer_and_answers_under_a_bounded_load(vl
         asked_once = [a["question_id"] for r in repeats for a in r["answers"]]
         assert sorted(asked_once) == list(range(1, 9)), method  # every question once per method
     assert served["vllm"]["1"]["mat"]["value"] == 1.0 and served["vllm"]["1"]["identical_frac"] is None
-    # Two answers of 32 tokens per level and repeat, the first few tokens with nothing to copy yet
+    # Four answers of 32 tokens per level, the first few tokens with nothing to copy yet
     # (measured: MAT 1.45 at concurrency 1): HD's drafts are accepted at both levels.
     assert served["vllm-hd"]["1"]["identical_frac"] == 1.0 and served["vllm-hd"]["1"]["mat"]["value"] > 1.2
     assert served["vllm-hd"]["4"]["mat"]["value"] > 1.2  # other prompts, in flight together: still accepted
     [compared] = data["comparisons"]
     assert (compared["a"], compared["b"]) == ("vllm-hd", "vllm")
     assert {e["n"] for e in compared["levels"].values()} == {4}
-    assert sorted(map(sorted, data["orders"])) == [["vllm", "vllm-hd"]] * 2
+    assert sorted(map(sorted, data["orders"])) == [["vllm", "vllm-hd"]]
 
 
 # What hdlib's proposer expects of vLLM's runner (hdlib.serving.proposer.HDProposer.propose).
