@@ -21,7 +21,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from tiny import tiny_llama
 
-import hdlib.serving.index as index_module
 from hdlib.engine.loop import DecodeSettings, run
 from hdlib.errors import HDError
 from hdlib.serving.chain import ChainDrafter
@@ -163,37 +162,35 @@ def test_the_shipped_model_database_is_found_by_the_served_tokenizers_fingerprin
 @given(
     prompt=st.lists(st.integers(0, 4), max_size=30),
     steps=st.lists(st.lists(st.integers(0, 4), min_size=1, max_size=5), min_size=1, max_size=12),
-    rebuild=st.sampled_from([2, 7, 256]),
 )
-def test_the_context_index_drafts_what_the_context_tier_drafts_first(prompt, steps, rebuild):
-    """The numpy index (its sorted base and its dict of new tokens, rebuilt at every size) drafts the
-    engine's context tier's first draft: the longest earlier suffix match's continuation, round a loop."""
-    index_module.REBUILD_MIN = rebuild
-    try:
-        index = ContextIndex(np.array(prompt, dtype=np.int64), 1, 4)
-        tier, text = ContextTier(ContextSettings(min_key=1, max_key=4, draft_len=10)), list(prompt)
-        tier.begin(text)
-        for new in steps:
-            text += new
-            index.extend(np.array(new, dtype=np.int32))
-            tier.update(new)
-            first = tier.propose(text, 40)
-            assert index.draft(10).tolist() == (list(first[0].tokens) if first else [])
-            assert index.tokens.tolist() == text
-    finally:
-        index_module.REBUILD_MIN = 256
+def test_the_context_index_drafts_what_the_context_tier_drafts_first(prompt, steps):
+    """The index (its hash table grown from 64 slots as the text grows) drafts the engine's context
+    tier's first draft: the longest earlier suffix match's continuation, round a loop."""
+    index = ContextIndex(np.array(prompt, dtype=np.int64), 1, 4)
+    tier, text = ContextTier(ContextSettings(min_key=1, max_key=4, draft_len=10)), list(prompt)
+    tier.begin(text)
+    for new in steps:
+        text += new
+        index.extend(np.array(new, dtype=np.int32))
+        tier.update(new)
+        first = tier.propose(text, 40)
+        assert index.draft(10).tolist() == (list(first[0].tokens) if first else [])
+        assert index.tokens.tolist() == text
 
 
-def test_the_keys_hashes_differ_in_their_high_half_which_the_index_sorts_by():
-    """Distinct keys of one and of four tokens land apart in the half of the hash the index searches
-    (a polynomial alone leaves every one-token key's high half zero: every lookup a scan)."""
-    from hdlib.serving.index import key_hash, key_hashes
+def test_the_keys_hashes_differ_in_their_high_bits_which_place_them_in_the_table():
+    """Distinct keys of one and of four tokens land apart in the high bits that choose their slot (a
+    polynomial alone leaves every one-token key's high bits zero: every key in one slot's run), and
+    keys of the same tokens but another length hash apart."""
+    from hdlib.serving.index import key_hash, quiet
 
-    tokens = np.arange(5_000, dtype=np.int64)
-    for m in (1, 4):
-        high = key_hashes(tokens, m) >> np.uint64(32)
-        assert len(np.unique(high)) == len(high)
-    assert int(key_hashes(np.array([7, 8, 9]), 3)[0]) == key_hash([7, 8, 9])
+    tokens = np.arange(5_000, dtype=np.int32)
+    with quiet():
+        for m in (1, 4):
+            high = {int(key_hash(tokens, end, m)) >> 32 for end in range(m, len(tokens) + 1)}
+            assert len(high) == len(tokens) - m + 1
+        same = np.array([7, 7, 7, 7], dtype=np.int32)
+        assert len({int(key_hash(same, 4, m)) for m in (1, 2, 3, 4)}) == 4
 
 
 def test_states_are_kept_by_request_id_and_let_go_when_the_request_is_no_longer_alive():
@@ -231,13 +228,13 @@ def test_without_ids_a_row_takes_only_a_state_that_holds_its_whole_beginning():
 
 def test_the_states_bytes_stay_within_the_bound():
     rng = np.random.default_rng(0)
-    drafter = ChainDrafter([], "C", max_len=4, max_bytes=400_000)
-    for _ in range(300):  # requests one after another, each seen at two steps
-        tokens = rng.integers(0, 50_000, 1_000)
-        drafter.propose([[1]], np.array([999]), tokens[None, :999])
-        drafter.propose([[1]], np.array([1000]), tokens[None, :])
-        assert drafter.nbytes <= 400_000
-    assert 1 <= len(drafter) <= 400_000 // (1_000 * 4)
+    drafter = ChainDrafter([], "C", max_len=4, max_bytes=100_000)
+    for _ in range(120):  # requests one after another, each seen at two steps
+        tokens = rng.integers(0, 50_000, 300)
+        drafter.propose([[1]], np.array([299]), tokens[None, :299])
+        drafter.propose([[1]], np.array([300]), tokens[None, :])
+        assert drafter.nbytes <= 100_000
+    assert 1 <= len(drafter) <= 100_000 // (300 * 4)
     assert drafter.nbytes == sum(s.context.nbytes for s in drafter._states.values())  # counted right
     assert state_bytes(None) == 1 << 30 and state_bytes("2048") == 2048
     for bad in ("0", "-1", "1GB"):

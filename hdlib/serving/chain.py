@@ -1,6 +1,7 @@
 """HD's tiers drafting one chain per row of a served batch, each request with a state of its own.
 
-A request's state is its context index (`hdlib.serving.index`) and its draft length. States are kept
+A request's state is its context index (`hdlib.serving.index`: a hash table that numba compiles
+where vLLM runs) and its draft length. States are kept
 by the engine's request id where the engine names its rows, and freed as soon as the request is no
 longer alive; where it does not, a row finds its state by the length and last tokens it had at the
 step before, and the state is taken only if everything it holds is the row's own beginning, token for
@@ -45,7 +46,7 @@ LAST = 4  # tokens that, with its length, file a state that has no request id
 # one over a row and 1 draft does (benchmarks/results/<machine>/vllm_step_cost.json); each of a
 # step's rows drafts at least its share of them, however many of its drafts were refused.
 FREE_TOKENS = 4
-MAX_BYTES = 1 << 30  # the states' bytes, at most (about 40 a token: 1 GiB holds 25M tokens of context)
+MAX_BYTES = 1 << 30  # the states' bytes, at most (some 60 to 120 a token: 1 GiB holds 9M tokens of context or more)
 
 
 @dataclass(eq=False)
@@ -96,6 +97,7 @@ class ChainDrafter:
         self.nbytes = 0  # the states' bytes
         self._states: OrderedDict[str | int, Request] = OrderedDict()  # by key, the least recently seen first
         self._ends: dict[tuple[int, tuple[int, ...]], list[Request]] = {}  # the states with no id, by end
+        ContextIndex(np.arange(8))  # (the index's compiled functions, compiled or loaded now, not at a step)
 
     def __len__(self) -> int:
         """The requests it keeps a state for."""

@@ -1,48 +1,105 @@
-"""One request's context tier as the proposer keeps it: the text, and where each short key ended.
+"""One request's context tier as the proposer keeps it: the text, and where each short key last ended.
 
 The engine's context tier (`hdlib.tiers.context`) indexes every key in a Python dict as its text
 grows, a few microseconds a token: fine for one request, but a served request brings its whole prompt
-at once, and every row of the batch waits while it is indexed. Here the prompt is indexed with numpy:
-for each key length m, the hash of every m tokens ending at each position, sorted, beside those end
-positions (the "base"); a lookup is a binary search. Tokens arriving later, a few a step, go into a
-small dict (the "delta"); when the delta has grown as large as half the base, the base is rebuilt
-over everything, so the work per token stays constant on average and a step reads only its new tokens.
+at once, every row of the batch waits while it is indexed, and at hundreds of rows even the few new
+tokens of each step add up. Here the index is a hash table in two numpy arrays (each key's hash, and
+where the key last ended), filled and searched by a handful of small loops that numba compiles where
+it is installed (vLLM depends on it, so wherever the proposer serves); without numba, in hdlib's own
+environment, the same functions run as Python. A step files only the keys that end at its new tokens.
 
 What it answers is what the engine's context tier drafts first: the tokens that followed the most
 recent earlier occurrence of the longest suffix of the text that occurred before (keys of `max_key`
 down to `min_key` tokens), read round the loop where the match overlaps its own continuation (as
-`hdlib.tiers.context.continuation` does). A hash never decides alone: every occurrence found is
-checked token by token.
+`hdlib.tiers.context.continuation` does). The table holds the keys ending before the text's last
+token, so a lookup of the text's own suffix finds only an earlier occurrence. A hash never decides
+alone: the occurrence found is checked token by token, and a key whose slot another key holds (two
+keys with one 64-bit hash) is taken as not found, which costs a draft, never a wrong one.
 """
 
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 
+try:
+    from numba import njit
+except ImportError:  # hdlib's own environment: the same functions, run as Python
+
+    def njit(*args, **kwargs):
+        return args[0] if args and callable(args[0]) else lambda function: function
+
+
+COMPILED = njit.__module__.startswith("numba")
 PRIME = np.uint64(0x100000001B3)  # FNV's 64-bit prime: a key's hash is its tokens' polynomial mod 2**64,
 MIX = np.uint64(0x9E3779B97F4A7C15)  # times 2**64 over the golden ratio, which spreads it to the high bits
-MASK = (1 << 64) - 1
-SHIFT = np.uint64(32)
-LOW = (1 << 32) - 1  # an entry's low bits: where its key ended
-REBUILD_MIN = 256  # delta positions below which the base is never rebuilt (a rebuild costs a sort)
+ONE, ZERO = np.uint64(1), np.uint64(0)  # (an empty slot holds 0, and every hash is odd)
+LOAD = 0.6  # the table's slots, at most this share taken: past it, it doubles
 
 
-def key_hashes(tokens: np.ndarray, m: int) -> np.ndarray:
-    """(n - m + 1,) uint64: the hash of tokens[e - m : e] for every end e from m to n."""
-    t = tokens.astype(np.uint64, copy=False)
-    n = len(t)
-    h = np.zeros(max(n - m + 1, 0), dtype=np.uint64)
-    for j in range(m):
-        h = h * PRIME + t[j : n - m + 1 + j]  # wraps mod 2**64, as intended
-    return h * MIX
+@njit(cache=True)
+def key_hash(buf, end, m):
+    """The hash of the `m` tokens ending before `end` (buf[end - m:end]), seeded with `m`: never 0."""
+    h = np.uint64(m)
+    for j in range(end - m, end):
+        h = h * PRIME + np.uint64(buf[j])  # wraps mod 2**64, as intended
+    return (h * MIX) | ONE
 
 
-def key_hash(key: list[int]) -> int:
-    """The hash `key_hashes` gives `key`, computed in Python for one key."""
-    h, prime = 0, int(PRIME)
-    for token in key:
-        h = (h * prime + token) & MASK
-    return (h * int(MIX)) & MASK
+@njit(cache=True)
+def file_keys(buf, first, last, lo, hi, keys, ends, bits):
+    """File every key of `lo`..`hi` tokens ending at each of `first`..`last` (the latest end wins);
+    the slots newly taken."""
+    mask, shift, taken = (1 << bits) - 1, np.uint64(64 - bits), 0
+    for end in range(first, last + 1):
+        for m in range(lo, min(hi, end) + 1):
+            h = key_hash(buf, end, m)
+            i = np.int64(h >> shift)
+            while keys[i] != h and keys[i] != ZERO:
+                i = (i + 1) & mask
+            taken += keys[i] == ZERO
+            keys[i], ends[i] = h, end
+    return taken
+
+
+@njit(cache=True)
+def latest_match(buf, n, lo, hi, keys, ends, bits):
+    """Where the most recent filed occurrence of the text's longest suffix of `lo`..`hi` tokens
+    ended (-1: none). A key that occurred has every suffix of it occur too, so the keys are tried from
+    the shortest up, until one has not occurred."""
+    mask, shift, found = (1 << bits) - 1, np.uint64(64 - bits), -1
+    for m in range(lo, min(hi, n) + 1):
+        h = key_hash(buf, n, m)
+        i = np.int64(h >> shift)
+        while keys[i] != h and keys[i] != ZERO:
+            i = (i + 1) & mask
+        if keys[i] == ZERO:
+            return found
+        end = ends[i]
+        for j in range(1, m + 1):
+            if buf[end - j] != buf[n - j]:
+                return found  # another key's slot: taken as not found
+        found = end
+    return found
+
+
+@njit(cache=True)
+def refile(old_keys, old_ends, keys, ends, bits):
+    """Every filed key of the old table, in the new one."""
+    mask, shift = (1 << bits) - 1, np.uint64(64 - bits)
+    for k in range(len(old_keys)):
+        h = old_keys[k]
+        if h != ZERO:
+            i = np.int64(h >> shift)
+            while keys[i] != ZERO:
+                i = (i + 1) & mask
+            keys[i], ends[i] = h, old_ends[k]
+
+
+def quiet() -> contextlib.AbstractContextManager:
+    """Run as Python, numpy's scalars warn where a hash wraps, as it is meant to: silenced."""
+    return contextlib.nullcontext() if COMPILED else np.errstate(over="ignore")
 
 
 class ContextIndex:
@@ -54,11 +111,12 @@ class ContextIndex:
         self.min_key, self.max_key = min_key, max_key
         self._buf = np.empty(max(64, 2 * len(tokens)), dtype=np.int32)  # the text, with room to grow
         self.n = 0
-        self._base_n = 0  # tokens the sorted base covers
-        self._entries: dict[int, np.ndarray] = {}  # key length -> sorted (hash << 32 | end), uint64
-        self._delta: dict[tuple[int, ...], list[int]] = {}  # keys ending after the base -> their ends
-        self._delta_size = 0
-        self._base_bytes = 0
+        self._filed = 0  # the keys ending at positions up to this one are in the table
+        self._taken = 0  # the table's slots taken
+        self._bits = 6
+        self._keys = np.zeros(1 << self._bits, dtype=np.uint64)
+        self._ends = np.zeros(1 << self._bits, dtype=np.int32)
+        self._match = -1  # where the latest match ended (-1: none), as of the last extend
         self.extend(tokens)
 
     @property
@@ -67,79 +125,47 @@ class ContextIndex:
 
     @property
     def nbytes(self) -> int:
-        """Bytes held: the text buffer, the base's arrays, and about 100 per delta position."""
-        return self._buf.nbytes + self._base_bytes + 100 * self._delta_size
+        """Bytes held: the text buffer and the table (some 60 to 120 a token at 4 key lengths)."""
+        return self._buf.nbytes + self._keys.nbytes + self._ends.nbytes
 
     def extend(self, new: np.ndarray) -> None:
-        """Append `new` tokens and index every key that ends at one of them."""
+        """Append `new` tokens, file every key that ends before the last of them, and find the match."""
         start, self.n = self.n, self.n + len(new)
         if self.n > len(self._buf):
             grown = np.empty(2 * self.n, dtype=np.int32)
             grown[:start] = self._buf[:start]
             self._buf = grown
         self._buf[start : self.n] = new
-        if self.n - self._base_n > max(REBUILD_MIN, self._base_n // 2):
-            self._rebuild()
-            return
-        offset = max(0, start - self.max_key + 1)
-        tail = self._buf[offset : self.n].tolist()  # the keys that end at a new token, and no more
-        delta, lo, hi = self._delta, self.min_key, self.max_key
-        for end in range(start + 1 - offset, self.n + 1 - offset):
-            at = end + offset
-            for m in range(lo, (hi if at >= hi else at) + 1):
-                key = tuple(tail[end - m : end])
-                if key in delta:
-                    delta[key].append(at)
-                else:
-                    delta[key] = [at]
-        self._delta_size += (self.n - start) * (hi - lo + 1)  # (a few too many at the text's start: no matter)
+        last = self.n - 1  # the keys ending at the last token are filed at the next extend
+        if last > self._filed:
+            self._reserve((last - self._filed) * (self.max_key - self.min_key + 1))
+            with quiet():
+                self._taken += int(file_keys(self._buf, self._filed + 1, last, self.min_key, self.max_key,
+                                             self._keys, self._ends, self._bits))  # fmt: skip
+            self._filed = last
+        with quiet():
+            self._match = int(latest_match(self._buf, self.n, self.min_key, self.max_key,
+                                           self._keys, self._ends, self._bits))  # fmt: skip
 
-    def _rebuild(self) -> None:
-        tokens = self.tokens
-        for m in range(self.min_key, self.max_key + 1):
-            # Each entry packs a key's hash (its high 32 bits) over where the key ended, so one plain
-            # sort orders the entries by key and, within a key, by position.
-            ends = np.arange(m, self.n + 1, dtype=np.uint64)
-            self._entries[m] = np.sort((key_hashes(tokens, m) >> SHIFT << SHIFT) | ends)
-        self._base_n, self._delta, self._delta_size = self.n, {}, 0
-        self._base_bytes = sum(a.nbytes for a in self._entries.values())
+    def _reserve(self, more: int) -> None:
+        """Room for `more` keys within the load: the table doubled (and refiled) as often as needed."""
+        bits = self._bits
+        while self._taken + more > LOAD * (1 << bits):
+            bits += 1
+        if bits != self._bits:
+            keys, ends = np.zeros(1 << bits, dtype=np.uint64), np.zeros(1 << bits, dtype=np.int32)
+            refile(self._keys, self._ends, keys, ends, bits)
+            self._keys, self._ends, self._bits = keys, ends, bits
 
     def match(self) -> int | None:
-        """Where the text went on after the most recent earlier occurrence of its longest suffix
-        that occurred before (None: no suffix did). A key that occurred before has every suffix of it
-        occur before too, so the keys are tried from the shortest up, until one has not occurred."""
-        n = self.n
-        last = self._buf[max(0, n - self.max_key) : n].tolist()
-        found = None
-        for m in range(self.min_key, min(self.max_key, n) + 1):
-            end = self._latest(last[len(last) - m :], n)
-            if end is None:
-                break
-            found = end
-        return found
-
-    def _latest(self, key: list[int], n: int) -> int | None:
-        """Where the most recent occurrence of `key` ended, before the text's own end `n`."""
-        for end in reversed(self._delta.get(tuple(key), ())):
-            if end < n:  # end == n is the suffix itself
-                return end
-        m, entries = len(key), self._entries.get(len(key))
-        if entries is None:
-            return None
-        h = key_hash(key) >> 32 << 32
-        lo, hi = int(entries.searchsorted(np.uint64(h))), int(entries.searchsorted(np.uint64(h | LOW)))
-        while hi > lo:  # the most recent first, a few at a time: the first is nearly always it
-            for entry in reversed(entries[max(lo, hi - 8) : hi].tolist()):
-                end = entry & LOW
-                if end < n and self._buf[end - m : end].tolist() == key:
-                    return end
-            hi -= 8
-        return None
+        """Where the text went on after the most recent earlier occurrence of its longest suffix that
+        occurred before (None: no suffix did)."""
+        return None if self._match < 0 else self._match
 
     def draft(self, length: int) -> np.ndarray:
         """The `length` tokens after the match, round the loop past the text's end; empty without one."""
-        pos = self.match()
-        if pos is None or length <= 0:
+        pos = self._match
+        if pos < 0 or length <= 0:
             return self._buf[:0]
         period = self.n - pos
         if length <= period:
