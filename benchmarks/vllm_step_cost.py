@@ -1,15 +1,16 @@
-"""What a step of vLLM's engine costs with K draft tokens to verify: the price a proposer's chain pays.
+"""What a step of vLLM's engine costs with K draft tokens a row to verify, at several batch sizes.
 
-    python -m benchmarks.vllm_step_cost [--drafts 0,1,2,4,8,16] [--tokens 200] [--rounds 3]
-        [--out benchmarks/results/<machine>/vllm_step_cost.json]
+    python -m benchmarks.vllm_step_cost [--rows 1,16,64] [--drafts 0,1,2,4,8,16] [--tokens 48]
+        [--rounds 2] [--out benchmarks/results/<machine>/vllm_step_cost.json]
 
-Run in vLLM's environment (`.venv-vllm`, `make setup-vllm`). For each K it starts vLLM's offline
-engine (the packaged model in float32, greedy, as `hdlib bench` runs it) with a proposer that
-drafts K copies of one token the model does not emit (`FixedDrafts`; K = 0: no speculative config
-at all), so every draft is refused and every step emits one token. It times `--tokens` tokens of
-one request after a prompt of about 240 tokens, the best of `--rounds`, and reports the
-milliseconds per step. `hdlib.serving.chain.FREE_TOKENS` is read from it: the draft tokens a
-step verifies for about the price of one.
+Run in vLLM's environment (`.venv-vllm`, `make setup-vllm`). For each batch size it starts vLLM's
+offline engine once (the packaged model in float32, greedy, as `hdlib bench` runs it) with a
+proposer that drafts K copies of one token the model does not emit (`FixedDrafts`), so every draft
+is refused and every step emits one token a row; K is set in the engine's worker between runs
+(K = 0: the proposer drafts nothing, the speculative config on). It times `--tokens` tokens of each
+of `rows` requests, all in flight together, after a prompt of about 240 tokens each, the best of
+`--rounds`, and reports the milliseconds per step. `hdlib.serving.chain.FREE_TOKENS` is read from
+it: the draft tokens a step verifies for about the price of one.
 """
 
 from __future__ import annotations
@@ -21,9 +22,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from benchmarks.common import results_path, write_results
-from benchmarks.markdown import code, f1, f2, table
+from benchmarks.markdown import code, table
 
-DRAFTS_ENV = "HDLIB_STEP_COST_DRAFTS"  # K, for the engine's process, which makes FixedDrafts itself
 PROMPT = "Write a long story about a dragon who learns to cook. " * 20
 
 
@@ -31,7 +31,7 @@ class FixedDrafts:
     """A vLLM `custom_class` proposer that drafts K copies of the vocabulary's last token every step."""
 
     def __init__(self, vllm_config: Any) -> None:
-        self.drafts = int(os.environ[DRAFTS_ENV])
+        self.drafts = 0
         self.token = int(vllm_config.model_config.get_vocab_size()) - 1
 
     def load_model(self, *args: Any, **kwargs: Any) -> None:
@@ -41,7 +41,13 @@ class FixedDrafts:
         return [[self.token] * self.drafts if len(s) else [] for s in sampled_token_ids]
 
 
-def step_ms(folder: str, drafts: int, tokens: int, rounds: int) -> float:
+def set_drafts(worker: Any, drafts: int) -> None:
+    """Run in the engine's worker (collective_rpc): FixedDrafts drafts `drafts` a row from now on."""
+    worker.model_runner.drafter.drafts = drafts
+
+
+def step_ms(folder: str, rows: int, drafts: Sequence[int], tokens: int, rounds: int) -> dict[str, float]:
+    """Milliseconds a step with `rows` requests in flight, for each K of `drafts`."""
     try:
         import vllm
     except ImportError:
@@ -49,49 +55,55 @@ def step_ms(folder: str, drafts: int, tokens: int, rounds: int) -> float:
 
     from hdlib.bench.serving import ENGINE_ARGS, shut_down
 
-    os.environ[DRAFTS_ENV] = str(drafts)
-    proposer = "benchmarks.vllm_step_cost.FixedDrafts"
-    spec = {"method": "custom_class", "model": proposer, "num_speculative_tokens": drafts}
-
-    llm = vllm.LLM(model=folder, dtype="float32", **ENGINE_ARGS, **({"speculative_config": spec} if drafts else {}))
+    os.environ["VLLM_ALLOW_INSECURE_SERIALIZATION"] = "1"  # collective_rpc with a function: K, in the worker
+    spec = {"method": "custom_class", "model": "benchmarks.vllm_step_cost.FixedDrafts",
+            "num_speculative_tokens": max(max(drafts), 1)}  # fmt: skip
+    llm = vllm.LLM(model=folder, dtype="float32", **ENGINE_ARGS, speculative_config=spec)
+    prompts = [f"{i}. {PROMPT}" for i in range(rows)]
     params = vllm.SamplingParams(temperature=0.0, max_tokens=tokens, ignore_eos=True)
-    llm.generate([PROMPT], params, use_tqdm=False)  # warm up
-    best = float("inf")
-    for _ in range(rounds):
-        start = time.perf_counter()
-        llm.generate([PROMPT], params, use_tqdm=False)
-        best = min(best, time.perf_counter() - start)
+    costs = {}
+    for k in drafts:
+        llm.collective_rpc(set_drafts, args=(k,))
+        llm.generate(prompts, params, use_tqdm=False)  # warm up (and the prompts cached)
+        best = float("inf")
+        for _ in range(rounds):
+            start = time.perf_counter()
+            llm.generate(prompts, params, use_tqdm=False)
+            best = min(best, time.perf_counter() - start)
+        costs[str(k)] = 1e3 * best / tokens
+        print(f"rows={rows} K={k}: {costs[str(k)]:.1f} ms a step", flush=True)
     shut_down(llm)
-    return 1e3 * best / tokens
+    return costs
 
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--rows", default="1,16,64")
     parser.add_argument("--drafts", default="0,1,2,4,8,16")
-    parser.add_argument("--tokens", type=int, default=200)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--tokens", type=int, default=48)
+    parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--out", default=str(results_path("vllm_step_cost.json")))
     args = parser.parse_args(argv)
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
     from hdlib.models.loading import DEFAULT_MODEL, load_text
 
     folder = load_text(DEFAULT_MODEL).source
-    costs = {}
-    for k in (int(d) for d in args.drafts.split(",")):
-        costs[str(k)] = step_ms(folder, k, args.tokens, args.rounds)
-        print(f"K={k}: {costs[str(k)]:.1f} ms a step", flush=True)
-    write_results(args.out, "vllm_step_cost", tokens=args.tokens, step_ms=costs)
+    drafts = [int(d) for d in args.drafts.split(",")]
+    costs = {r: step_ms(folder, int(r), drafts, args.tokens, args.rounds) for r in args.rows.split(",")}
+    write_results(args.out, "vllm_step_cost", tokens=args.tokens, rounds=args.rounds, step_ms=costs)
 
 
 def tables(data: Mapping[str, Any]) -> list[str]:
-    """benchmarks/vllm_step_cost.py: vLLM's step with K refused draft tokens."""
+    """benchmarks/vllm_step_cost.py: vLLM's step with K refused draft tokens a row, by batch size."""
     costs = data["step_ms"]
-    base = costs.get("1") or next(iter(costs.values()))
-    rows = [[str(k), f1(ms), f2(ms / base) + "x"] for k, ms in costs.items()]
+    drafts = list(next(iter(costs.values())))
+    cells = [[n, *(f"{ms:.1f} ({ms / by_k[drafts[0]]:.2f}x)" for ms in by_k.values())] for n, by_k in costs.items()]
     return [
-        f"Settings: {data['model']}, vLLM's offline CPU engine, one request, {data['tokens']} tokens after a "
-        f"prompt of about 240; K draft tokens a step, all refused ({code('K = 0')}: no speculative config).",
-        table(["K", "ms a step", "vs K = 1"], rows),
+        f"Settings: {data['model']}, vLLM's offline CPU engine, each row a request of {data['tokens']} tokens "
+        f"after a prompt of about 240, all in flight together, the best of {data['rounds']}; K draft tokens a "
+        f"row a step, all refused ({code('K = 0')}: none drafted, the speculative config on). Milliseconds a "
+        f"step, and against K = {drafts[0]}.",
+        table(["rows", *(f"K = {k}" for k in drafts)], cells),
     ]
 
 

@@ -48,16 +48,24 @@ def key_hash(buf, end, m):
 
 
 @njit(cache=True)
+def slot(keys, h, bits):
+    """The slot that holds hash `h`, or the empty one where it goes: from the slot its high `bits`
+    name, on to the next until one of the two."""
+    mask, i = (1 << bits) - 1, np.int64(h >> np.uint64(64 - bits))
+    while keys[i] != h and keys[i] != ZERO:
+        i = (i + 1) & mask
+    return i
+
+
+@njit(cache=True)
 def file_keys(buf, first, last, lo, hi, keys, ends, bits):
     """File every key of `lo`..`hi` tokens ending at each of `first`..`last` (the latest end wins);
     the slots newly taken."""
-    mask, shift, taken = (1 << bits) - 1, np.uint64(64 - bits), 0
+    taken = 0
     for end in range(first, last + 1):
         for m in range(lo, min(hi, end) + 1):
             h = key_hash(buf, end, m)
-            i = np.int64(h >> shift)
-            while keys[i] != h and keys[i] != ZERO:
-                i = (i + 1) & mask
+            i = slot(keys, h, bits)
             taken += keys[i] == ZERO
             keys[i], ends[i] = h, end
     return taken
@@ -68,12 +76,9 @@ def latest_match(buf, n, lo, hi, keys, ends, bits):
     """Where the most recent filed occurrence of the text's longest suffix of `lo`..`hi` tokens
     ended (-1: none). A key that occurred has every suffix of it occur too, so the keys are tried from
     the shortest up, until one has not occurred."""
-    mask, shift, found = (1 << bits) - 1, np.uint64(64 - bits), -1
+    found = -1
     for m in range(lo, min(hi, n) + 1):
-        h = key_hash(buf, n, m)
-        i = np.int64(h >> shift)
-        while keys[i] != h and keys[i] != ZERO:
-            i = (i + 1) & mask
+        i = slot(keys, key_hash(buf, n, m), bits)
         if keys[i] == ZERO:
             return found
         end = ends[i]
@@ -87,14 +92,10 @@ def latest_match(buf, n, lo, hi, keys, ends, bits):
 @njit(cache=True)
 def refile(old_keys, old_ends, keys, ends, bits):
     """Every filed key of the old table, in the new one."""
-    mask, shift = (1 << bits) - 1, np.uint64(64 - bits)
     for k in range(len(old_keys)):
-        h = old_keys[k]
-        if h != ZERO:
-            i = np.int64(h >> shift)
-            while keys[i] != ZERO:
-                i = (i + 1) & mask
-            keys[i], ends[i] = h, old_ends[k]
+        if old_keys[k] != ZERO:
+            i = slot(keys, old_keys[k], bits)
+            keys[i], ends[i] = old_keys[k], old_ends[k]
 
 
 def quiet() -> contextlib.AbstractContextManager:
