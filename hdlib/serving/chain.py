@@ -1,13 +1,13 @@
 """HD's tiers drafting one chain per row of a served batch, each request with a state of its own.
 
 A request's state is its context index (`hdlib.serving.index`: a hash table that numba compiles
-where vLLM runs) and its draft length. States are kept
-by the engine's request id where the engine names its rows, and freed as soon as the request is no
-longer alive; where it does not, a row finds its state by the length and last tokens it had at the
-step before, and the state is taken only if everything it holds is the row's own beginning, token for
-token. Either way a state serves one row a step: two rows holding the same tokens (the siblings of an
-n > 1 request, say) get two states. The states' bytes are bounded: past `max_bytes`, the least
-recently seen go (a request that comes back is indexed again).
+where vLLM runs) and its draft length. States are kept by the engine's request id where the engine
+names its rows, and freed as soon as the request is no longer alive; where it does not, a row finds
+its state by the length and last tokens it had at the step before, and the state is taken only if
+everything it holds is the row's own beginning, token for token. Either way a state serves one row a
+step: two rows holding the same tokens (the siblings of an n > 1 request, say) get two states. The
+states' bytes are bounded: past `max_bytes`, the least recently seen go (a request that comes back
+is indexed again).
 
 The chain follows the hierarchy: the first tier in the order with a draft gives it (the context tier:
 the continuation of the longest earlier suffix match, `CONTEXT_DRAFT` tokens at most); each later
@@ -46,7 +46,7 @@ LAST = 4  # tokens that, with its length, file a state that has no request id
 # one over a row and 1 draft does (benchmarks/results/<machine>/vllm_step_cost.json); each of a
 # step's rows drafts at least its share of them, however many of its drafts were refused.
 FREE_TOKENS = 4
-MAX_BYTES = 1 << 30  # the states' bytes, at most (some 60 to 120 a token: 1 GiB holds 9M tokens of context or more)
+MAX_BYTES = 1 << 30  # the states' bytes, at most (60 to 120 a token: 1 GiB holds 9M tokens of context or more)
 
 
 @dataclass(eq=False)
