@@ -94,15 +94,18 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 
 def tables(data: Mapping[str, Any]) -> list[str]:
-    """benchmarks/vllm_step_cost.py: vLLM's step with K refused draft tokens a row, by batch size."""
+    """benchmarks/vllm_step_cost.py: vLLM's step with K refused draft tokens a row, by batch size (a
+    file of one batch size, as the script wrote before it took --rows, reads as rows = 1)."""
     costs = data["step_ms"]
+    if not isinstance(next(iter(costs.values())), Mapping):
+        costs = {"1": costs}
     drafts = list(next(iter(costs.values())))
     cells = [[n, *(f"{ms:.1f} ({ms / by_k[drafts[0]]:.2f}x)" for ms in by_k.values())] for n, by_k in costs.items()]
+    rounds = f"the best of {data['rounds']}" if "rounds" in data else "the best of 3, a fresh engine for each K"
     return [
         f"Settings: {data['model']}, vLLM's offline CPU engine, each row a request of {data['tokens']} tokens "
-        f"after a prompt of about 240, all in flight together, the best of {data['rounds']}; K draft tokens a "
-        f"row a step, all refused ({code('K = 0')}: none drafted, the speculative config on). Milliseconds a "
-        f"step, and against K = {drafts[0]}.",
+        f"after a prompt of about 240, all in flight together, {rounds}; K draft tokens a row a step, all "
+        f"refused ({code('K = 0')}: none drafted). Milliseconds a step, and against K = {drafts[0]}.",
         table(["rows", *(f"K = {k}" for k in drafts)], cells),
     ]
 

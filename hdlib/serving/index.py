@@ -23,22 +23,12 @@ import contextlib
 
 import numpy as np
 
-try:
-    from numba import njit
-except ImportError:  # hdlib's own environment: the same functions, run as Python
-
-    def njit(*args, **kwargs):
-        return args[0] if args and callable(args[0]) else lambda function: function
-
-
-COMPILED = njit.__module__.startswith("numba")
 PRIME = np.uint64(0x100000001B3)  # FNV's 64-bit prime: a key's hash is its tokens' polynomial mod 2**64,
 MIX = np.uint64(0x9E3779B97F4A7C15)  # times 2**64 over the golden ratio, which spreads it to the high bits
 ONE, ZERO = np.uint64(1), np.uint64(0)  # (an empty slot holds 0, and every hash is odd)
 LOAD = 0.6  # the table's slots, at most this share taken: past it, it doubles
 
 
-@njit(cache=True)
 def key_hash(buf, end, m):
     """The hash of the `m` tokens ending before `end` (buf[end - m:end]), seeded with `m`: never 0."""
     h = np.uint64(m)
@@ -47,7 +37,6 @@ def key_hash(buf, end, m):
     return (h * MIX) | ONE
 
 
-@njit(cache=True)
 def slot(keys, h, bits):
     """The slot that holds hash `h`, or the empty one where it goes: from the slot its high `bits`
     name, on to the next until one of the two."""
@@ -57,7 +46,6 @@ def slot(keys, h, bits):
     return i
 
 
-@njit(cache=True)
 def file_keys(buf, first, last, lo, hi, keys, ends, bits):
     """File every key of `lo`..`hi` tokens ending at each of `first`..`last` (the latest end wins);
     the slots newly taken."""
@@ -71,7 +59,6 @@ def file_keys(buf, first, last, lo, hi, keys, ends, bits):
     return taken
 
 
-@njit(cache=True)
 def latest_match(buf, n, lo, hi, keys, ends, bits):
     """Where the most recent filed occurrence of the text's longest suffix of `lo`..`hi` tokens
     ended (-1: none). A key that occurred has every suffix of it occur too, so the keys are tried from
@@ -89,13 +76,33 @@ def latest_match(buf, n, lo, hi, keys, ends, bits):
     return found
 
 
-@njit(cache=True)
 def refile(old_keys, old_ends, keys, ends, bits):
     """Every filed key of the old table, in the new one."""
     for k in range(len(old_keys)):
         if old_keys[k] != ZERO:
             i = slot(keys, old_keys[k], bits)
             keys[i], ends[i] = old_keys[k], old_ends[k]
+
+
+COMPILED = False  # whether the functions above are numba's compiled ones (see compile_once)
+
+
+def compile_once() -> None:
+    """Put numba's compiled versions of the functions above in their place, once, where numba is
+    installed (their first call compiles them, or loads them from numba's cache); elsewhere leave them
+    Python. Done when the first index is made, not at import: vLLM 0.32's CPU worker, as it starts,
+    reads every imported module's objects and fails on llvmlite's, so a module that a process imports
+    before its vLLM engine starts must not import numba."""
+    global COMPILED, key_hash, slot, file_keys, latest_match, refile
+    if COMPILED:
+        return
+    try:
+        from numba import njit
+    except ImportError:
+        return
+    key_hash, slot = njit(cache=True)(key_hash), njit(cache=True)(slot)  # (the others call these two)
+    file_keys, latest_match, refile = (njit(cache=True)(f) for f in (file_keys, latest_match, refile))
+    COMPILED = True
 
 
 def quiet() -> contextlib.AbstractContextManager:
@@ -109,6 +116,7 @@ class ContextIndex:
     def __init__(self, tokens: np.ndarray, min_key: int = 1, max_key: int = 4) -> None:
         if not 1 <= min_key <= max_key:
             raise ValueError(f"context index: need 1 <= min_key <= max_key, got {min_key}, {max_key}")
+        compile_once()
         self.min_key, self.max_key = min_key, max_key
         self._buf = np.empty(max(64, 2 * len(tokens)), dtype=np.int32)  # the text, with room to grow
         self.n = 0
