@@ -143,8 +143,9 @@ def test_hd_as_vllms_proposer_under_a_servers_workloads_answers_as_plain_vllm(vl
     questions together behind one shared system prompt (the cache too small: requests are preempted
     and recomputed), then the same 32 each behind a system prompt of its own; eight streams dropped by
     their clients midway; n=4 sampling; 24 requests one at a time. Every greedy answer is plain vLLM's,
-    HD's MAT with the shared prompt is within 10 % of its MAT without, and the proposer holds a state
-    only for requests of the engine's last step: the dropped streams' states go at the step after."""
+    HD's MAT with the shared prompt is within 10 % of its MAT with prompts of their own, and the
+    proposer holds a state only for requests of the engine's last step: the dropped streams' states go
+    at the step after."""
     text = load_text(DEFAULT_MODEL)
     ensure_statistics_db(text, progress=False)
 
