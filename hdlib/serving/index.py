@@ -85,6 +85,7 @@ def refile(old_keys, old_ends, keys, ends, bits):
 
 
 COMPILED = False  # whether the functions above are numba's compiled ones (see compile_once)
+_TRIED = False  # whether compile_once has looked for numba (without it, once is enough)
 
 
 def compile_once() -> None:
@@ -93,9 +94,10 @@ def compile_once() -> None:
     Python. Done when the first index is made, not at import: vLLM 0.32's CPU worker, as it starts,
     reads every imported module's objects and fails on llvmlite's, so a module that a process imports
     before its vLLM engine starts must not import numba."""
-    global COMPILED, key_hash, slot, file_keys, latest_match, refile
-    if COMPILED:
+    global COMPILED, _TRIED, key_hash, slot, file_keys, latest_match, refile
+    if _TRIED:
         return
+    _TRIED = True
     try:
         from numba import njit
     except ImportError:
@@ -165,11 +167,6 @@ class ContextIndex:
             keys, ends = np.zeros(1 << bits, dtype=np.uint64), np.zeros(1 << bits, dtype=np.int32)
             refile(self._keys, self._ends, keys, ends, bits)
             self._keys, self._ends, self._bits = keys, ends, bits
-
-    def match(self) -> int | None:
-        """Where the text went on after the most recent earlier occurrence of its longest suffix that
-        occurred before (None: no suffix did)."""
-        return None if self._match < 0 else self._match
 
     def draft(self, length: int) -> np.ndarray:
         """The `length` tokens after the match, round the loop past the text's end; empty without one."""

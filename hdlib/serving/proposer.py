@@ -24,9 +24,9 @@ halves after a refusal (not below the accepted drafts and one more), at most
 `num_speculative_tokens`; but not below its share of the step's `FREE_TOKENS`, the drafts a pass
 verifies for about the price of one.
 
-The module imports numpy, numba (which vLLM depends on) and hdlib's tiers only (no torch, no
-transformers, no `hdlib.bench`): every vLLM worker imports it. Making the proposer reads the served
-tokenizer's vocabulary, to open the databases built for it.
+The module imports numpy and hdlib's tiers only (no torch, no transformers, no `hdlib.bench`, and
+numba, which vLLM depends on, only once the first context index is made): every vLLM worker imports
+it. Making the proposer reads the served tokenizer's vocabulary, to open the databases built for it.
 
 What it does not do: no recycled guesses (a proposer sees no logits) and no tree (vLLM verifies a
 chain); the databases must be built for the served model's tokenizer (refused otherwise).
