@@ -1,19 +1,23 @@
 """vLLM served, under load, repeated: plain decoding and its speculative methods, hdlib's HD among them.
 
     python -m benchmarks.served_load --questions FILE [--split report] [--per-task 16] [--max-new-tokens 256]
-        [--methods vllm,vllm-suffix,vllm-hd] [--concurrency 1,16] [--requests 16] [--repeats 3]
-        [--order-seed 0] [--out benchmarks/results/<machine>/served_load.json]
+        [--methods vllm,vllm-suffix,vllm-hd] [--concurrency 1,16] [--requests 16 | 8,16] [--repeats 3]
+        [--preamble] [--order-seed 0] [--out benchmarks/results/<machine>/served_load.json]
 
-Repeat by repeat, each method (in an order shuffled per repeat from `--order-seed`) gets a fresh
+Repeat by repeat, each method (in an order shuffled from `--order-seed`, then turned by one place
+each repeat, so that no method always runs first while the machine's speed drifts) gets a fresh
 `vllm serve` (from .venv-vllm, on a free port of 127.0.0.1, the packaged model in float32) with its
 speculative config (`hdlib.bench.serving.VLLM_METHODS`), and at each concurrency vLLM's own load
-generator, `vllm bench serve` (`hdlib.bench.serving.bench_serve`), sends `--requests` completions,
-at most `concurrency` in flight, greedy, and saves every answer; then the server is stopped, it and
+generator, `vllm bench serve` (`hdlib.bench.serving.bench_serve`), sends `--requests` completions
+(one number for every concurrency, or one per concurrency), at most `concurrency` in flight, greedy,
+and saves every answer; then the server is stopped, it and
 only it. The prompts are Spec-Bench questions' first turns in the model's chat template, each sent
 once per method in the whole run: repeat r at concurrency l gets its own `--requests` questions, the
 same for every method. A method that caches earlier answers, as SuffixDecoding does, would
 otherwise draft a question's answer from its own earlier answer to it, and a server's prefix cache
-would serve a repeated prompt; a fresh server per repeat keeps one repeat from another.
+would serve a repeated prompt; a fresh server per repeat keeps one repeat from another. With
+`--preamble`, every prompt begins with the same `PREAMBLE` (188 tokens of instructions in the packaged
+model's tokenizer, as a deployment's system prompt would be) ahead of its question.
 
 Per method and concurrency, over the repeats: output tokens per second (a repeat's answers' tokens
 over its wall time; the mean over repeats with its interval), TPOT (a request's time after its first
@@ -43,7 +47,17 @@ from hdlib.bench.intervals import Estimate, geometric_mean, mean, ratio_of_sums,
 from hdlib.bench.records import digest
 from hdlib.bench.serving import VLLM_METHODS, bench_serve, vllm_method, vllm_server
 
-SERVER_ARGS = ["--dtype", "float32", "--max-model-len", "4096", "--max-num-seqs", "16"]
+SERVER_ARGS = ["--dtype", "float32", "--max-model-len", "4096", "--max-num-seqs", "64"]
+PREAMBLE = (
+    "You are a careful assistant answering one request of many. Read the request with care and do exactly what "
+    "it asks, no more and no less. Answer in plain sentences, in the language the request is written in. When "
+    "the request asks for a list, give one item to a line, in a sensible order. When it asks for a translation, "
+    "give the translation alone. When it asks for a summary, keep to what the text says and leave out your own "
+    "opinions. When it asks a question of fact, answer it first and then give the reason in a sentence or two. "
+    "When it asks for arithmetic or reasoning, show the steps that matter, one to a line, and end with the "
+    "answer. Do not add greetings, apologies or questions of your own. If you do not know, say so. If the "
+    "request is unclear, do what it most likely means. Keep the answer as short as the request allows.\n\n"
+)
 DEFAULT_PAIRS = (("vllm-hd", "vllm"), ("vllm-hd", "vllm-suffix"))
 
 
@@ -59,6 +73,14 @@ def answers_of(result: Mapping[str, Any], questions: Sequence[Any], repeat: int)
             "digest": digest([ord(c) for c in result["generated_texts"][i]]), "error": result["errors"][i] or "",
         })  # fmt: skip
     return rows
+
+
+def turn_order(methods: Sequence[str], seed: int, repeat: int) -> list[str]:
+    """The methods' order at `repeat`: shuffled once from `seed`, then turned by one place a repeat, so
+    that over as many repeats as methods each method runs in every place once."""
+    order = list(methods)
+    random.Random(f"served/{seed}").shuffle(order)
+    return order[repeat % len(order) :] + order[: repeat % len(order)]
 
 
 def summarize(levels: Mapping[str, Any], reference: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -100,7 +122,9 @@ def main() -> None:
     parser = spec_bench_parser(__doc__, "vllm,vllm-suffix,vllm-hd", "served_load.json")
     parser.set_defaults(max_new_tokens=256, per_task=16)
     parser.add_argument("--concurrency", default="1,16")
-    parser.add_argument("--requests", type=int, default=16, help="completions sent at each concurrency, per repeat")
+    parser.add_argument("--requests", default="16", help="completions sent at each concurrency (or N,M,..: at "
+                        "each in turn), per repeat")
+    parser.add_argument("--preamble", action="store_true", help="every prompt after one shared PREAMBLE")
     parser.add_argument("--repeats", type=int, default=3, help="a fresh server and other questions for each")
     parser.add_argument("--order-seed", type=int, default=0, help="the methods' order in each repeat is shuffled")
     parser.add_argument("--compare", action="append", default=[], metavar="A,B", help="paired ratio A/B")
@@ -111,10 +135,18 @@ def main() -> None:
     pairs = [tuple(p.split(",")) for p in args.compare] or [p for p in DEFAULT_PAIRS if set(p) <= set(methods)]
     if any(len(p) != 2 or not set(p) <= set(methods) for p in pairs):
         parser.error(f"--compare A,B: two of the run's methods ({', '.join(methods)})")
+    try:
+        counts = [int(n) for n in args.requests.split(",")]
+    except ValueError:
+        counts = []
+    counts = counts * len(levels) if len(counts) == 1 else counts
+    if len(counts) != len(levels) or min(counts) < 1:
+        parser.error(f"--requests {args.requests}: a whole number of at least 1, or one per concurrency")
+    sent = dict(zip(levels, counts))
     questions, lm = load(args)
-    needed = args.requests * len(levels) * args.repeats
+    needed = sum(counts) * args.repeats
     if len(questions) < needed:
-        parser.error(f"{args.requests} requests at each of {len(levels)} concurrencies in {args.repeats} repeats "
+        parser.error(f"{args.requests} requests at the concurrencies {args.concurrency} in {args.repeats} repeats "
                      f"need {needed} questions, each sent once; there are {len(questions)}: raise --per-task")
     # Repeat r at level l asks its own questions, taken in turn across the tasks (the file's order per task).
     by_task: dict[str, list[Any]] = {}
@@ -122,14 +154,14 @@ def main() -> None:
         by_task.setdefault(q.task, []).append(q)
     interleaved = [q for row in zip(*by_task.values()) for q in row] if len(set(map(len, by_task.values()))) == 1 \
         else questions  # fmt: skip
-    slices = {(r, c): interleaved[(r * len(levels) + i) * args.requests:][: args.requests]
+    starts = np.cumsum([0, *counts * args.repeats])
+    slices = {(r, c): interleaved[starts[r * len(levels) + i]:][: sent[c]]
               for r in range(args.repeats) for i, c in enumerate(levels)}  # fmt: skip
     runs: dict[str, dict[str, Any]] = {m: {str(c): {"repeats": []} for c in levels} for m in methods}
     orders = []
     with tempfile.TemporaryDirectory() as work:
         for r in range(args.repeats):
-            order = list(methods)
-            random.Random(f"served/{args.order_seed}/{r}").shuffle(order)
+            order = turn_order(methods, args.order_seed, r)
             orders.append(order)
             for method in order:
                 folder = Path(work) / f"r{r}-{method}"
@@ -137,7 +169,7 @@ def main() -> None:
                 with vllm_server(lm.source, method, folder / "server.log", SERVER_ARGS) as url:
                     for c in levels:
                         asked = slices[(r, c)]
-                        prompts = [q.turns[0] for q in asked]
+                        prompts = [(PREAMBLE if args.preamble else "") + q.turns[0] for q in asked]
                         result = bench_serve(url, method, lm.source, prompts, c, args.max_new_tokens, folder)
                         runs[method][str(c)]["repeats"].append({
                             "repeat": r, "duration_s": float(result["duration"]),
@@ -157,7 +189,8 @@ def main() -> None:
     ]
     write_results(
         args.out, "served_load", server_args=SERVER_ARGS, client="vllm bench serve", questions=needed,
-        max_new_tokens=args.max_new_tokens, concurrency=levels, repeats=args.repeats, requests=args.requests,
+        max_new_tokens=args.max_new_tokens, concurrency=levels, repeats=args.repeats, requests=sent,
+        preamble=PREAMBLE if args.preamble else "",
         order_seed=args.order_seed, orders=orders, split=args.split or "", summary=summary,
         comparisons=comparisons, runs=runs,
     )  # fmt: skip
@@ -180,10 +213,13 @@ def tables(data: Mapping[str, Any]) -> list[str]:
         [f"{code(cmp['a'])} / {code(cmp['b'])}", str(c), interval(e, x), str(e["n"]), verdict(Estimate.from_json(e))]
         for cmp in data["comparisons"] for c, e in cmp["levels"].items()
     ]  # fmt: skip
+    sent = data["requests"]  # (one number for every concurrency in the files of before per-level counts)
+    requests = ", ".join(f"{sent[str(c)]} at {c}" for c in data["concurrency"]) if isinstance(sent, dict) else sent
+    preamble = " after one shared preamble of instructions" if data.get("preamble") else ""
     return [
         f"Settings: {data['model']}, `vllm serve` {' '.join(data['server_args'])}, load from `vllm bench serve`, "
-        f"greedy, {data['repeats']} repeats (a fresh server each), {data['requests']} requests per concurrency and "
-        f"repeat, each a Spec-Bench question's first turn sent once per method ({data['questions']} questions"
+        f"greedy, {data['repeats']} repeats (a fresh server each), {requests} requests per concurrency and "
+        f"repeat, each a Spec-Bench question's first turn{preamble} sent once per method ({data['questions']} questions"
         + (f", the {data['split']} half" if data.get("split") else "") + f"), {data['max_new_tokens']} new tokens "
         "at most. Output tokens per second and MAT: the mean over repeats with its 95 % interval.",
         table(["concurrency", "method", "output tokens/s", "vs plain", "TPOT p50 ms", "TPOT p99 ms", "TTFT p50 ms",

@@ -1,16 +1,19 @@
 """What a step of vLLM's engine costs with K draft tokens a row to verify, at several batch sizes.
 
-    python -m benchmarks.vllm_step_cost [--rows 1,16,64] [--drafts 0,1,2,4,8,16] [--tokens 48]
-        [--rounds 2] [--out benchmarks/results/<machine>/vllm_step_cost.json]
+    python -m benchmarks.vllm_step_cost [--rows 1,16,64] [--drafts 0,1,2,4,8,16] [--drafting N]
+        [--tokens 48] [--rounds 2] [--out benchmarks/results/<machine>/vllm_step_cost.json]
 
 Run in vLLM's environment (`.venv-vllm`, `make setup-vllm`). For each batch size it starts vLLM's
 offline engine once (the packaged model in float32, greedy, as `hdlib bench` runs it) with a
 proposer that drafts K copies of one token the model does not emit (`FixedDrafts`), so every draft
 is refused and every step emits one token a row; K is set in the engine's worker between runs
-(K = 0: the proposer drafts nothing, the speculative config on). It times `--tokens` tokens of each
+(K = 0: the proposer drafts nothing, the speculative config on). With `--drafting N`, only the first N
+rows of each step draft (the others none): whether a step's cost grows with its draft tokens or
+once, with the first. It times `--tokens` tokens of each
 of `rows` requests, all in flight together, after a prompt of about 240 tokens each, the best of
-`--rounds`, and reports the milliseconds per step. `hdlib.serving.chain.FREE_TOKENS` is read from
-it: the draft tokens a step verifies for about the price of one.
+`--rounds`, and reports the milliseconds per step. `hdlib.serving.length` weighs each draft against
+it: what one more draft token on one row adds to a step of that many rows (its `MEASURED` are this
+machine's; `HDLIB_VLLM_STEP_COST` names another's results file).
 """
 
 from __future__ import annotations
@@ -32,22 +35,29 @@ class FixedDrafts:
 
     def __init__(self, vllm_config: Any) -> None:
         self.drafts = 0
+        self.drafting: int | None = None  # the rows that draft (None: every row)
         self.token = int(vllm_config.model_config.get_vocab_size()) - 1
 
     def load_model(self, *args: Any, **kwargs: Any) -> None:
         pass
 
     def propose(self, sampled_token_ids: Sequence[Sequence[int]], *args: Any, **kwargs: Any) -> list[list[int]]:
-        return [[self.token] * self.drafts if len(s) else [] for s in sampled_token_ids]
+        n = len(sampled_token_ids) if self.drafting is None else self.drafting
+        return [[self.token] * self.drafts if len(s) and i < n else [] for i, s in enumerate(sampled_token_ids)]
 
 
-def set_drafts(worker: Any, drafts: int) -> None:
-    """Run in the engine's worker (collective_rpc): FixedDrafts drafts `drafts` a row from now on."""
+def set_drafts(worker: Any, drafts: int, drafting: int | None = None) -> None:
+    """Run in the engine's worker (collective_rpc): FixedDrafts drafts `drafts` a row from now on, in
+    the first `drafting` rows (None: every row)."""
     worker.model_runner.drafter.drafts = drafts
+    worker.model_runner.drafter.drafting = drafting
 
 
-def step_ms(folder: str, rows: int, drafts: Sequence[int], tokens: int, rounds: int) -> dict[str, float]:
-    """Milliseconds a step with `rows` requests in flight, for each K of `drafts`."""
+def step_ms(
+    folder: str, rows: int, drafts: Sequence[int], tokens: int, rounds: int, drafting: int | None = None
+) -> dict[str, float]:
+    """Milliseconds a step with `rows` requests in flight, for each K of `drafts` (drafted by the
+    first `drafting` rows; None: by every row)."""
     try:
         import vllm
     except ImportError:
@@ -63,7 +73,7 @@ def step_ms(folder: str, rows: int, drafts: Sequence[int], tokens: int, rounds: 
     params = vllm.SamplingParams(temperature=0.0, max_tokens=tokens, ignore_eos=True)
     costs = {}
     for k in drafts:
-        llm.collective_rpc(set_drafts, args=(k,))
+        llm.collective_rpc(set_drafts, args=(k, drafting))
         llm.generate(prompts, params, use_tqdm=False)  # warm up (and the prompts cached)
         best = float("inf")
         for _ in range(rounds):
@@ -80,6 +90,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rows", default="1,16,64")
     parser.add_argument("--drafts", default="0,1,2,4,8,16")
+    parser.add_argument("--drafting", type=int, default=None, help="only this many rows draft (default: all)")
     parser.add_argument("--tokens", type=int, default=48)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--out", default=str(results_path("vllm_step_cost.json")))
@@ -89,8 +100,10 @@ def main(argv: Sequence[str] | None = None) -> None:
 
     folder = load_text(DEFAULT_MODEL).source
     drafts = [int(d) for d in args.drafts.split(",")]
-    costs = {r: step_ms(folder, int(r), drafts, args.tokens, args.rounds) for r in args.rows.split(",")}
-    write_results(args.out, "vllm_step_cost", tokens=args.tokens, rounds=args.rounds, step_ms=costs)
+    costs = {r: step_ms(folder, int(r), drafts, args.tokens, args.rounds, args.drafting) for r in args.rows.split(",")}
+    write_results(
+        args.out, "vllm_step_cost", tokens=args.tokens, rounds=args.rounds, drafting=args.drafting, step_ms=costs
+    )
 
 
 def tables(data: Mapping[str, Any]) -> list[str]:
@@ -105,7 +118,9 @@ def tables(data: Mapping[str, Any]) -> list[str]:
     return [
         f"Settings: {data['model']}, vLLM's offline CPU engine, each row a request of {data['tokens']} tokens "
         f"after a prompt of about 240, all in flight together, {rounds}; K draft tokens a row a step, all "
-        f"refused ({code('K = 0')}: none drafted). Milliseconds a step, and against K = {drafts[0]}.",
+        f"refused ({code('K = 0')}: none drafted)"
+        + (f", drafted by {data['drafting']} row(s) of each step only" if data.get("drafting") else "")
+        + f". Milliseconds a step, and against K = {drafts[0]}.",
         table(["rows", *(f"K = {k}" for k in drafts)], cells),
     ]
 

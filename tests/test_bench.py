@@ -125,6 +125,19 @@ def test_hds_proposer_in_vllm_takes_its_tier_order_in_its_name():
             Method.parse(bad)
 
 
+def test_hds_proposer_in_vllm_takes_the_weight_of_its_drafts_cost_in_its_name():
+    from hdlib.bench.serving import vllm_method
+    from hdlib.serving.proposer import COST_SCALE_ENV, TIERS_ENV
+
+    assert vllm_method("vllm-hd+cost=0.5") == ("vllm-hd", {COST_SCALE_ENV: "0.5"})
+    assert vllm_method("vllm-hd:SC+cost=2") == ("vllm-hd", {TIERS_ENV: "SC", COST_SCALE_ENV: "2.0"})
+    assert Method.parse("vllm-hd+cost=0").serving and vllm_method("hd+cost=1") is None
+    for bad, message in [("vllm-hd+cost=-1", "at least 0"), ("vllm-hd+cost=x", "at least 0"),
+                         ("vllm-suffix+cost=1", "only vllm-hd")]:  # fmt: skip
+        with pytest.raises(HDError, match=message):
+            vllm_method(bad)
+
+
 def test_an_hd_method_may_end_in_a_fixed_budget():
     cms = Method.parse("hd:CMS@64")
     assert cms.name == "hd:CMS@64" and cms.budget == 64  # the name keeps @N: results are keyed by it

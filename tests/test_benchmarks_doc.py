@@ -268,3 +268,13 @@ def test_docs_serving_cites_the_report_half_vllm_run_with_its_intervals():
         ratio = f"{e['value']:.2f}x [{e['low']:.2f}, {e['high']:.2f}]"
         said = f"`{c['a']}` against `{c['b']}`, question by question: {ratio}"
         assert f"{said} over {e['n']} questions: {verdict}" in text, said
+
+
+def test_the_served_runs_turn_the_methods_order_so_that_none_always_runs_first():
+    from benchmarks.served_load import turn_order
+
+    methods = ["vllm", "vllm-suffix", "vllm-hd"]
+    orders = [turn_order(methods, 0, r) for r in range(3)]
+    assert all(sorted(order) == sorted(methods) for order in orders)
+    assert all(sorted(order[place] for order in orders) == sorted(methods) for place in range(3))
+    assert turn_order(methods, 0, 3) == orders[0]  # round again

@@ -30,7 +30,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("tiers.context", "tiers.model", "tiers.statistics"),
     ("tiers.peers",),  # the field's drafters as tiers: Token Recycling, REST
     ("tiers",),
-    ("serving.index", "serving.gate"),  # a served request's context, indexed with numpy; whether a lookup pays
+    ("serving.index", "serving.gate", "serving.length"),  # a request's context index; whether a lookup, a draft pays
     ("serving.chain",),  # one chain per row of a served batch, a state per request
     ("serving.proposer",),  # HD as vLLM's speculative proposer: light, as every vLLM worker imports it
     ("serving",),

@@ -25,7 +25,8 @@ from hdlib.engine.loop import DecodeSettings, run
 from hdlib.errors import HDError
 from hdlib.serving.chain import ChainDrafter
 from hdlib.serving.index import ContextIndex
-from hdlib.serving.proposer import HDProposer, state_bytes, tier_order
+from hdlib.serving.length import EXPLORE, SCALE, StepCost
+from hdlib.serving.proposer import HDProposer, cost_scale, state_bytes, tier_order
 from hdlib.tiers import ContextSettings, ContextTier, DraftTier, StatisticsSettings, StatisticsTier, Tier
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -97,35 +98,58 @@ def test_a_batch_served_with_hd_chains_is_plain_greedy_decoding(order, ids):
     assert len(drafter) == len(PROMPTS)  # each request found again, wherever its row went
 
 
-def test_a_row_that_emitted_nothing_gets_no_draft_and_the_draft_length_follows_acceptance():
-    drafter = ChainDrafter([], "C", max_len=5, free=1)
+def test_a_row_that_emitted_nothing_gets_no_draft_and_what_was_accepted_is_learned():
+    drafter = ChainDrafter([], "C", max_len=5, scale=0)  # no cost: the whole chain, every step
     tokens = np.array([[1, 2, 3, 1, 2, 3, 1, 2, 0, 0]], dtype=np.int32)
     assert drafter.propose([[]], np.array([8]), tokens) == [[]]  # a partial prefill
     assert drafter.propose([[2]], np.array([8]), tokens) == [[3, 1, 2, 3, 1]]  # the context copies itself
     state = drafter.request(tokens[0, :8], 0)
-    assert state.draft_len == 5 and state.proposed == 5
-    tokens[0, 8] = 9  # the model refused every draft and said 9
-    drafter.propose([[9]], np.array([9]), tokens)
-    assert state.draft_len == 2  # halved
-    tokens[0, 9] = 3
-    drafter.propose([[3]], np.array([10]), tokens)
-    assert state.draft_len == 2 and state.length == 10  # nothing was drafted after 9: nothing learned
+    assert state.proposed == 5 and state.letters == ["C"] * 5 and state.last == 0
+    tokens[0, 8:] = 3  # the model accepted the first draft (3), refused the second (1) and said 3
+    drafter.propose([[3, 3]], np.array([10]), tokens)
+    assert state.last == 1  # part accepted
+    assert drafter.acceptance.tries == {("C", 1, 0): 1, ("C", 2, 0): 1}  # the third was never reached
+    assert drafter.acceptance.hits == {("C", 1, 0): 1, ("C", 2, 0): 0}
 
 
-def test_a_steps_free_draft_tokens_are_shared_by_its_rows():
-    """However many of its drafts were refused, a request drafts at least its share of the tokens a
-    step verifies nearly free: all of them alone in the batch, one each among four rows."""
-    drafter = ChainDrafter([], "C", max_len=6, free=4)
+def test_a_row_verifies_the_prefix_its_drafts_pay_for_at_the_batch_size():
+    """The chain is cut where its drafts stop paying: free drafts are all verified, drafts dearer
+    than any chance of acceptance none, and alone in a batch a row drafts more than among many."""
     text = [2, 5, 7, 7] + [5, 1, 2, 3] * 3 + [5]
-    assert drafter.propose([[5]], np.array([17]), np.array([text]))[0] == [1, 2, 3, 5, 1, 2]
-    state = drafter.request(np.array(text), 0)
-    text += [1, 2, 5]  # two accepted, then refused: halved to 3, but a row alone drafts 4
-    assert drafter.propose([[1, 2, 5]], np.array([20]), np.array([text]))[0] == [7, 7, 5, 1]  # after 2 5
-    assert state.draft_len == 4
-    others = [[9, 8, *range(20, 39)], [9, 7, *range(40, 59)], [9, 6, *range(60, 79)]]
-    rows = np.array([[*text, 9], *others])
-    drafter.propose([[9], [1], [1], [1]], np.array([21] * 4), rows)  # refused again, now among four rows
-    assert state.draft_len == 2  # halved: among four rows the floor is 1
+    free = StepCost({1: {0: 100.0, 8: 100.0}, 64: {0: 100.0, 8: 100.0}})
+    dear = StepCost({1: {0: 100.0, 8: 1700.0}, 64: {0: 100.0, 8: 1700.0}})
+    assert ChainDrafter([], "C", max_len=6, cost=free).propose([[5]], np.array([17]), np.array([text]))[0] == [
+        1, 2, 3, 5, 1, 2
+    ]  # fmt: skip
+    assert ChainDrafter([], "C", max_len=6, cost=dear).propose([[5]], np.array([17]), np.array([text]))[0] == []
+    assert ChainDrafter([], "C", max_len=6, cost=dear, scale=0).propose([[5]], np.array([17]), np.array([text]))[0]
+    # With this machine's measured step times and nothing learned yet (every draft's chance 0.5 of the
+    # one before's), a row alone verifies more of its chain than each of 64 rows does (but the one
+    # chain in EXPLORE verified whole).
+    alone = ChainDrafter([], "C", max_len=6).propose([[5]], np.array([17]), np.array([text]))[0]
+    chains = ChainDrafter([], "C", max_len=6).propose([[5]] * 64, np.array([17] * 64), np.array([text] * 64))
+    assert len(chains[EXPLORE - 1]) == 6
+    assert all(len(chain) < len(alone) for i, chain in enumerate(chains) if i != EXPLORE - 1)
+
+
+def test_the_cost_settings_are_read_and_checked(tmp_path):
+    assert cost_scale(None) == SCALE and cost_scale("0") == 0 and cost_scale("2.5") == 2.5
+    for bad in ("-1", "x", "inf", "nan"):
+        with pytest.raises(HDError, match="HDLIB_VLLM_COST_SCALE"):
+            cost_scale(bad)
+    measured = tmp_path / "cost.json"
+    measured.write_text('{"step_ms": {"1": {"0": 10, "1": 10}, "64": {"0": 100, "1": 100}}}')
+    config = SimpleNamespace(
+        speculative_config=SimpleNamespace(num_speculative_tokens=4),
+        model_config=SimpleNamespace(get_vocab_size=lambda: 1000),
+    )
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("HDLIB_VLLM_TIERS", "C")
+        patch.setenv("HDLIB_VLLM_STEP_COST", str(measured))
+        patch.setenv("HDLIB_VLLM_COST_SCALE", "3")
+        drafter = HDProposer(config).drafter
+    assert drafter.cost.ms == {1: {0: 10.0, 1: 10.0}, 64: {0: 100.0, 1: 100.0}} and drafter.scale == 3
+    assert drafter.costs(64) == [0.0] * 4  # drafts free on that machine: a row of 64 drafts all it has
 
 
 def test_the_tier_order_is_checked():
@@ -213,7 +237,7 @@ def test_without_ids_a_row_takes_only_a_state_that_holds_its_whole_beginning():
     """Two requests with one system prompt and questions of one length ending alike do not take each
     other's state (found by a sample of its tokens, they did); two rows holding the same tokens (an
     n > 1 request's siblings) get a state each."""
-    drafter = ChainDrafter([], "C", max_len=4)
+    drafter = ChainDrafter([], "C", max_len=4, scale=0)
     system = list(range(100, 140))
     a, b = system + [1, 2, 3, 1, 2], system + [7, 8, 9, 1, 2]
     drafter.propose([[2], [2]], np.array([45, 45]), np.array([a, b]))
@@ -271,6 +295,7 @@ def proposer(max_len: int = 4) -> HDProposer:
     )
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("HDLIB_VLLM_TIERS", "C")  # no database: no tokenizer is read
+        patch.setenv("HDLIB_VLLM_COST_SCALE", "0")  # every draft the tiers give, whatever the batch
         return HDProposer(config)
 
 

@@ -37,7 +37,7 @@ from typing import Any
 from hdlib.databases.answerers import shut_down
 from hdlib.errors import HDError
 from hdlib.models.loading import LoadedModel
-from hdlib.serving.proposer import TIERS_ENV, tier_order
+from hdlib.serving.proposer import COST_SCALE_ENV, TIERS_ENV, cost_scale, tier_order
 
 # method name -> vLLM's speculative_config (None: plain decoding)
 VLLM_METHODS: dict[str, dict[str, Any] | None] = {
@@ -49,17 +49,27 @@ VLLM_METHODS: dict[str, dict[str, Any] | None] = {
     # hdlib's HD as vLLM's proposer: the tiers' trie reduced to a chain of at most 16 (hdlib.serving)
     "vllm-hd": {"method": "custom_class", "model": "hdlib.serving.proposer.HDProposer", "num_speculative_tokens": 16},
 }
-HD = "vllm-hd"  # and `vllm-hd:ORDER`: the proposer's tiers by letter, in the order asked
+HD = "vllm-hd"  # and `vllm-hd:ORDER`: the proposer's tiers by letter, in the order asked; `+cost=X`: COST_SCALE_ENV
 def vllm_method(name: str) -> tuple[str, dict[str, str]] | None:
     """A vLLM method's entry in VLLM_METHODS and the environment its engine starts with (`vllm-hd:SC`:
-    `vllm-hd`, asking the statistics tier, then the context tier); None for a name that is not vLLM's."""
-    base, colon, order = name.partition(":")
+    `vllm-hd`, asking the statistics tier, then the context tier; `vllm-hd+cost=0.5`: its draft tokens'
+    cost weighed by 0.5); None for a name that is not vLLM's."""
+    head, plus, scale = name.partition("+cost=")
+    base, colon, order = head.partition(":")
+    if plus and base != HD:
+        if base in VLLM_METHODS:
+            raise HDError(f"method {name!r}: only {HD} takes +cost=X")
+        return None
+    try:
+        env = {COST_SCALE_ENV: str(cost_scale(scale))} if plus else {}
+    except HDError:
+        raise HDError(f"method {name!r}: {HD}+cost=X takes a number of at least 0") from None
     if base == HD and colon:
         try:
-            return base, {TIERS_ENV: tier_order(order)}
+            return base, {TIERS_ENV: tier_order(order), **env}
         except HDError:
             raise HDError(f"method {name!r}: {HD}:ORDER takes tiers by letter, each once, of C, M, S") from None
-    return (name, {}) if name in VLLM_METHODS else None
+    return (head, env) if head in VLLM_METHODS else None
 
 
 # The CPU engine as tests/test_vllm.py runs it: float32 as hdlib runs the model, no graph capture.

@@ -1,7 +1,7 @@
 """HD's tiers drafting one chain per row of a served batch, each request with a state of its own.
 
 A request's state is its context index (`hdlib.serving.index`: a hash table that numba compiles
-where vLLM runs) and its draft length. States are kept by the engine's request id where the engine
+where vLLM runs) and how its last chain fared. States are kept by the engine's request id where the engine
 names its rows, and freed as soon as the request is no longer alive; where it does not, a row finds
 its state by the length and last tokens it had at the step before, and the state is taken only if
 everything it holds is the row's own beginning, token for token. Either way a state serves one row a
@@ -14,7 +14,9 @@ the continuation of the longest earlier suffix match, `CONTEXT_DRAFT` tokens at 
 tier may extend it with a draft that begins with the whole chain, which is the path hdlib's trie
 would take through the tiers' drafts (the first child at every node). A later tier whose drafts are
 never longer than the chain is not asked, nor, with a `Gate`, one whose lookup does not pay at the
-batch's rate (`hdlib.serving.gate`). The offline tiers read the row's last `TAIL` tokens.
+batch's rate (`hdlib.serving.gate`). The offline tiers read the row's last `TAIL` tokens. Of the
+chain, the row verifies the prefix whose drafts are worth their verification at this batch size
+(`hdlib.serving.length`).
 
 A failure in a tier (a damaged database, a bug) costs its row that step's draft, never the engine:
 the row gets no draft, and the log says once which tier failed and why.
@@ -33,6 +35,7 @@ import numpy as np
 from hdlib.errors import HDError
 from hdlib.serving.gate import Gate
 from hdlib.serving.index import ContextIndex
+from hdlib.serving.length import EXPLORE, SCALE, Acceptance, StepCost, outcome, worth
 from hdlib.tiers import DraftTier, ModelTier, StatisticsTier
 from hdlib.tiers.base import check_tokens
 
@@ -42,25 +45,21 @@ CONTEXT_DRAFT = 10  # the context tier's draft, as the engine's context tier dra
 CONTEXT_KEYS = (1, 4)  # its shortest and longest key: one token too, as a wrong draft costs little here
 TAIL = 32  # tokens of the row the offline tiers read: more than their longest key (8)
 LAST = 4  # tokens that, with its length, file a state that has no request id
-# Draft tokens a step verifies nearly free: vLLM's CPU pass over a row and 4 drafts costs about what
-# one over a row and 1 draft does (benchmarks/results/<machine>/vllm_step_cost.json); each of a
-# step's rows drafts at least its share of them, however many of its drafts were refused.
-FREE_TOKENS = 4
 MAX_BYTES = 1 << 30  # the states' bytes, at most (60 to 120 a token: 1 GiB holds 9M tokens of context or more)
 
 
 @dataclass(eq=False)
 class Request:
-    """One request's drafting state: its context index and its draft length."""
+    """One request's drafting state: its context index and how its last chain fared."""
 
     context: ContextIndex
-    draft_len: int
     key: str | int  # its request id, or (with none) a number of its own
     proposed: int = 0  # draft tokens proposed at the last step (0: none)
+    letters: list[str] = field(default_factory=list)  # the tier of each of them
+    last: int = 0  # how the chain before them fared (`hdlib.serving.length.outcome`)
     nbytes: int = 0  # its bytes, as last counted
     end: tuple[int, tuple[int, ...]] = (0, ())  # with no id: its length and last tokens, where rows look
     asked: list[str] = field(default_factory=list)  # the offline tiers asked at the last step
-    source: str | None = None  # the tier whose draft began the last chain
 
     @property
     def length(self) -> int:
@@ -78,18 +77,26 @@ class ChainDrafter:
         order: str,
         max_len: int,
         max_bytes: int = MAX_BYTES,
-        free: int = FREE_TOKENS,
+        cost: StepCost | None = None,
+        scale: float = SCALE,
         vocab_size: int | None = None,
         keys: tuple[int, int] = CONTEXT_KEYS,
         gate: Gate | None = None,
     ) -> None:
-        if max_len < 1 or max_bytes < 1:
-            raise HDError(f"the proposer needs max_len and max_bytes of at least 1, got {max_len} and {max_bytes}")
+        if max_len < 1 or max_bytes < 1 or not scale >= 0:
+            raise HDError(
+                f"the proposer needs max_len and max_bytes of at least 1 and a scale of at least 0, got {max_len}, "
+                f"{max_bytes} and {scale}"
+            )
         self.offline = {t.tier.letter: t for t in offline}
         self.order = order
         self.max_len = max_len
         self.max_bytes = max_bytes
-        self.free = free
+        self.cost = cost or StepCost.measured()  # a step's marginal cost of a draft token, by batch size
+        self.scale = scale  # that cost's weight in the rule (1: as derived; 0: every draft the tiers give)
+        self.acceptance = Acceptance()  # a_j, learned from every request's chains
+        self.chains = 0  # chains drafted
+        self._costs: dict[int, list[float]] = {}  # by batch size: c_k for k = 1..max_len, times scale
         self.vocab_size = vocab_size  # a draft token outside 0..vocab_size - 1 is a tier's failure
         self.keys = keys  # the context index's shortest and longest key
         self.gate = gate  # whether an offline tier's lookup pays at this batch's rate (None: always ask)
@@ -113,22 +120,23 @@ class ChainDrafter:
     ) -> list[list[int]]:
         """One chain per row (empty for a row that emitted nothing, a partial prefill, or holds no
         token). `req_ids` names the rows' requests and `alive` every request the engine still holds
-        (None: unknown, the states are found by their tokens and let go by the byte bound). The step's
-        `free` draft tokens are shared by its rows: each row drafts at least its share of them."""
+        (None: unknown, the states are found by their tokens and let go by the byte bound). A row's chain
+        is what its drafts are worth at this batch's size and the tokens it emitted."""
+        emitted = sum(len(sampled) for sampled in sampled_token_ids)
         if self.gate is not None:
-            self.gate.step(sum(len(sampled) for sampled in sampled_token_ids))
+            self.gate.step(emitted)
         if alive is not None:
             for state in [s for k, s in self._states.items() if not isinstance(k, str) or k not in alive]:
                 self._drop(state)  # (one found by its tokens, at a call without ids, is let go too)
         rows = [i for i, sampled in enumerate(sampled_token_ids) if len(sampled) and int(num_tokens[i]) > 0]
-        floor = max(1, self.free // max(len(rows), 1))
+        cost = [c * max(emitted, 1) for c in self.costs(len(rows))]
         chains: list[list[int]] = [[] for _ in sampled_token_ids]
         taken: set[int] = set()  # the states given a row this step
         for i in rows:
             try:
                 tokens = token_ids[i, : int(num_tokens[i])]
                 state = self.request(tokens, len(sampled_token_ids[i]), req_ids[i] if req_ids else None, taken)
-                chains[i] = self.chain(state, tokens, len(sampled_token_ids[i]), floor)
+                chains[i] = self.chain(state, tokens, len(sampled_token_ids[i]), cost)
             except Exception as error:  # noqa: BLE001  (a tier's failure costs its row a draft, not the engine)
                 self._say(error)
         self._bound(len(taken))
@@ -155,7 +163,7 @@ class ChainDrafter:
                     state = other  # all it holds is the row's beginning, and no other row has it
                     break
         if state is None:
-            state = Request(ContextIndex(tokens, *self.keys), self.max_len, req_id if req_id is not None else 0)
+            state = Request(ContextIndex(tokens, *self.keys), req_id if req_id is not None else 0)
             if req_id is None:
                 state.key = id(state)
         elif state.length < n:
@@ -165,19 +173,30 @@ class ChainDrafter:
         taken.add(id(state))
         return state
 
-    def chain(self, state: Request, tokens: np.ndarray, emitted: int, floor: int = 1) -> list[int]:
+    def costs(self, rows: int) -> list[float]:
+        """c_k for k = 1..max_len at a batch of `rows` rows, times `scale`."""
+        if rows not in self._costs:
+            self._costs[rows] = [self.scale * self.cost.marginal(rows, k) for k in range(1, self.max_len + 1)]
+        return self._costs[rows]
+
+    def chain(self, state: Request, tokens: np.ndarray, emitted: int, cost: Sequence[float] | None = None) -> list[int]:
         """The chain for a request whose row holds `tokens` and just emitted `emitted` of them (the
-        accepted drafts and one more): its draft length, at least `floor`, at most `max_len`."""
-        if self.gate is not None:
-            for letter in state.asked:  # what the lookups of the step before led to
-                self.gate.credit(letter, min(emitted - 1, state.proposed) if letter == state.source else 0)
-        state.asked, state.source = [], None
+        accepted drafts and one more): the prefix of the tiers' chain whose drafts are worth verifying,
+        the k-th costing `cost[k - 1]` of the step's tokens (None: nothing), at most `max_len`."""
         if state.proposed:
-            accepted = emitted - 1
-            grown, halved = min(self.max_len, 2 * state.draft_len), max(accepted + 1, state.draft_len // 2)
-            state.draft_len = grown if accepted >= state.proposed else min(halved, self.max_len)
-        want = state.draft_len = max(state.draft_len, min(floor, self.max_len))
+            accepted = min(emitted - 1, state.proposed)
+            self.acceptance.learn(state.letters, accepted, state.last)
+            state.last = outcome(state.proposed, accepted)
+            if self.gate is not None:
+                for letter in state.asked:  # what the lookups of the step before led to
+                    self.gate.credit(letter, accepted if letter == state.letters[0] else 0)
+        elif self.gate is not None:
+            for letter in state.asked:
+                self.gate.credit(letter, 0)
+        state.asked = []
+        want = self.max_len
         chain: list[int] = []
+        letters: list[str] = []
         tail: list[int] | None = None
         for letter in self.order:
             if len(chain) >= want:
@@ -200,10 +219,13 @@ class ChainDrafter:
                     check_tokens(tier, [t for offer in offers for t in offer], self.vocab_size)
             for offer in offers:
                 if len(offer) > len(chain) and list(offer[: len(chain)]) == chain:
-                    state.source = letter if not chain else state.source
+                    letters += [letter] * (min(len(offer), want) - len(chain))
                     chain = list(offer[:want])
-        state.proposed = len(chain)
-        return chain
+        self.chains += 1
+        whole = cost is None or self.chains % EXPLORE == 0  # (now and then, to learn what is seldom drafted)
+        keep = len(chain) if whole else worth(letters, state.last, self.acceptance, cost)
+        state.proposed, state.letters = keep, letters[:keep]
+        return chain[:keep]
 
     def _file(self, state: Request) -> None:
         """Keep `state` as the most recently seen, its bytes counted, filed by its end if it has no id."""

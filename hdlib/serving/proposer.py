@@ -19,10 +19,11 @@ the statistics corpus (each opened once per worker process), asked in that order
 letters of C, M, S; default `CMS`); the chain is the hierarchy's, up to the request's draft length,
 and an offline tier is asked for a row only where its lookup pays at the batch's rate
 (`hdlib.serving.gate`: alone in a batch nearly always, among hundreds of rows seldom).
-That length follows what the request has had accepted: it doubles after a chain accepted whole and
-halves after a refusal (not below the accepted drafts and one more), at most
-`num_speculative_tokens`; but not below its share of the step's `FREE_TOKENS`, the drafts a pass
-verifies for about the price of one.
+Of the chain (at most `num_speculative_tokens`), a row is given the prefix whose drafts are worth
+verifying at the batch's size (`hdlib.serving.length`): each draft's chance of acceptance, learned
+while serving per tier, position and how the row's last chain fared, against what one more draft
+token adds to a step of that many rows, from the step times measured on this machine
+(`HDLIB_VLLM_STEP_COST` names another machine's: run `benchmarks/vllm_step_cost.py` there).
 
 The module imports numpy and hdlib's tiers only (no torch, no transformers, no `hdlib.bench`, and
 numba, which vLLM depends on, only once the first context index is made): every vLLM worker imports
@@ -47,6 +48,7 @@ from hdlib.errors import HDError
 from hdlib.paths import built_db_path, data_dir
 from hdlib.serving.chain import MAX_BYTES, ChainDrafter
 from hdlib.serving.gate import Gate
+from hdlib.serving.length import SCALE, StepCost
 from hdlib.store import read_meta, tokenizer_fingerprint
 from hdlib.tiers import DraftTier, ModelTier, StatisticsTier, Tier
 
@@ -56,6 +58,8 @@ TIERS_ENV = "HDLIB_VLLM_TIERS"  # the tiers, by letter, in the order asked (defa
 MODEL_DB_ENV = "HDLIB_VLLM_MODEL_DB"  # the model tier's database file (default: the served tokenizer's)
 STATISTICS_DB_ENV = "HDLIB_VLLM_STATISTICS_DB"  # the statistics tier's (default: the tokenizer's, cached)
 STATE_BYTES_ENV = "HDLIB_VLLM_STATE_BYTES"  # the requests' states, at most this many bytes per worker
+STEP_COST_ENV = "HDLIB_VLLM_STEP_COST"  # a vllm_step_cost.json measured on the serving machine (default: this one's)
+COST_SCALE_ENV = "HDLIB_VLLM_COST_SCALE"  # the draft tokens' cost, times this (default SCALE; 0: every draft)
 _OPENED: dict[tuple[str, str], DraftTier] = {}  # the offline tiers, opened once per worker process
 
 
@@ -74,6 +78,18 @@ def state_bytes(spec: str | None) -> int:
     if not spec.strip().isdigit() or int(spec) < 1:
         raise HDError(f"{STATE_BYTES_ENV}={spec!r}: a whole number of bytes, at least 1")
     return int(spec)
+
+
+def cost_scale(spec: str | None) -> float:
+    """The weight of a draft token's cost: `HDLIB_VLLM_COST_SCALE`, a number of at least 0 (default
+    `hdlib.serving.length.SCALE`)."""
+    try:
+        scale = SCALE if not spec else float(spec)
+    except ValueError:
+        scale = -1.0
+    if not scale >= 0 or scale == float("inf"):
+        raise HDError(f"{COST_SCALE_ENV}={spec!r}: a number of at least 0 (1: the cost as measured)")
+    return scale
 
 
 def model_db_for(fingerprint: str) -> Path:
@@ -138,6 +154,8 @@ class HDProposer:
             order,
             int(spec.num_speculative_tokens),
             state_bytes(os.environ.get(STATE_BYTES_ENV)),
+            StepCost.from_file(os.environ[STEP_COST_ENV]) if os.environ.get(STEP_COST_ENV) else None,
+            cost_scale(os.environ.get(COST_SCALE_ENV)),
             vocab_size=int(model.get_vocab_size()),
             gate=Gate(),
         )

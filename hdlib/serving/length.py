@@ -1,0 +1,165 @@
+"""How long a served row's chain is: each draft token is proposed only while it is worth verifying.
+
+A row's k-th draft token adds a token to the step's output only if it and every draft before it are
+accepted, which happens with probability
+
+    p_k = a_1 a_2 ... a_k,
+
+where a_j is the chance that a chain's j-th draft is accepted once the ones before it were. Verifying
+it costs the step time. A step that emits E tokens (all its rows together) in T seconds yields E / T
+tokens a second, and one more draft token adds to that rate only if p_k / cost_k >= E / T. Writing
+the cost as a share of the step, cost_k = c_k(R) T, the rule no longer needs a clock: the k-th draft
+token adds p_k - c_k(R) E tokens to the step, net of what it costs, and a row verifies the prefix of
+its chain whose drafts add the most (none, if every prefix costs more than it adds).
+
+c_k(R) is the step's relative marginal cost of a k-th draft token on one row of a batch of R rows,
+from the step times T(R, K) that `benchmarks/vllm_step_cost.py` measures (every row drafting K
+tokens, all refused): for the first, (T(R, 1) - T(R, 0)) / (R T(R, 0)); for each later one, the
+slope of the least-squares line through T(R, K) for K >= 1, over R T(R, 0). `StepCost.measured()`
+holds this machine's (`benchmarks/results/xeon-amx/vllm_step_cost.json`); on another machine (a GPU
+above all, where a step's cost hardly grows with its drafts) run that benchmark there and name its
+file in `HDLIB_VLLM_STEP_COST`. Between the measured batch sizes c_k is interpolated in log R.
+
+a_j is learned while serving (`Acceptance`), per tier that drafted the token, position j and how the
+row's last chain fared (none or its first draft refused; part accepted; all accepted). E is the tokens
+the batch emitted at the step before. A weight multiplies c_k: 1 is the rule as derived; `SCALE`
+was chosen on Spec-Bench's dev half, served at concurrency 8, 16 and 64 (docs/serving.md).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from hdlib.errors import HDError
+
+# vLLM's CPU engine serving the packaged model (float32) on a 2-core Xeon with AVX-512 and AMX, milliseconds
+# a step by batch size and draft tokens a row: 1 and 64 rows from benchmarks/results/xeon-amx/
+# vllm_step_cost.json, 4 and 16 from vllm_step_cost_rerun.json (measured again alone: the first run's
+# were slowed by other work on the machine's 2 cores); a test checks that these are their numbers.
+MEASURED: dict[int, dict[int, float]] = {
+    1: {0: 70.1, 1: 79.5, 2: 80.4, 4: 85.4, 8: 89.9},
+    4: {0: 102.2, 1: 110.1, 2: 121.1, 4: 181.4, 8: 196.3},
+    16: {0: 269.7, 1: 312.1, 2: 366.4, 4: 435.1, 8: 632.4},
+    64: {0: 905.5, 1: 1246.6, 2: 1297.0, 4: 1918.0, 8: 2912.2},
+}
+
+SCALE = 0.5  # the cost's weight: of 0.5, 1 and 2, the fastest on the dev half (served_load_dev_cost.json)
+PRIOR = 0.5  # a_1 assumed before anything is learned (a_j's, j > 1: a_(j-1)'s as learned)
+PRIOR_WEIGHT = 2.0  # ... worth this many chains
+MEMORY = 2000.0  # the chains a rate remembers: past it, the old counts fade by half
+EXPLORE = 64  # one chain in this many is verified whole, so that rates too low to draft are still learned
+
+
+@dataclass(frozen=True)
+class StepCost:
+    """Milliseconds a step by batch size (rows) and draft tokens a row; the relative marginal cost."""
+
+    ms: Mapping[int, Mapping[int, float]]
+
+    def __post_init__(self) -> None:
+        if not self.ms or any(len(by_k) < 2 or 0 not in by_k or by_k[0] <= 0 for by_k in self.ms.values()):
+            raise HDError("a step cost needs, for each batch size, the time with no draft and with at least one more K")
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> StepCost:
+        """From a `benchmarks/vllm_step_cost.py` results file."""
+        try:
+            data = json.loads(Path(path).read_text())
+            return cls({int(r): {int(k): float(ms) for k, ms in by_k.items()} for r, by_k in data["step_ms"].items()})
+        except (OSError, ValueError, KeyError, AttributeError, TypeError) as error:
+            raise HDError(f"{path}: not a vllm_step_cost results file with step_ms by rows ({error})") from error
+
+    @classmethod
+    def measured(cls) -> StepCost:
+        return cls(MEASURED)
+
+    def marginal(self, rows: int, k: int) -> float:
+        """c_k(rows): what a k-th draft token on one row adds to a step of `rows` rows, as a share of the
+        step with no drafts."""
+        sizes = sorted(self.ms)
+        if rows <= sizes[0] or rows >= sizes[-1]:
+            return self._at(sizes[0] if rows <= sizes[0] else sizes[-1], k)
+        hi = next(s for s in sizes if s >= rows)
+        lo = sizes[sizes.index(hi) - 1]
+        w = (math.log(rows) - math.log(lo)) / (math.log(hi) - math.log(lo))
+        return (1 - w) * self._at(lo, k) + w * self._at(hi, k)
+
+    def _at(self, rows: int, k: int) -> float:
+        """c_k at a measured batch size: the first draft, what K = 1 costs over K = 0; each later one,
+        the slope of the least-squares line through the step times of K >= 1 (one line, so that the
+        noise of one measurement does not make a draft free or dear), or K = 1's alone where it was
+        the only one measured."""
+        by_k = self.ms[rows]
+        ks = sorted(by_k)
+        first = by_k[ks[1]] - by_k[0] if ks[1] == 1 else (by_k[ks[1]] - by_k[0]) / ks[1]
+        later = [(x, by_k[x]) for x in ks if x >= 1]
+        if k == 1 or len(later) < 2:
+            slope = first
+        else:
+            mx, my = sum(x for x, _ in later) / len(later), sum(y for _, y in later) / len(later)
+            slope = sum((x - mx) * (y - my) for x, y in later) / sum((x - mx) ** 2 for x, _ in later)
+        return max(slope, 0.0) / (rows * by_k[0])
+
+
+@dataclass
+class Acceptance:
+    """a_j, learned: per key (tier letter, position j, the row's last outcome), the chains whose first
+    j - 1 drafts were accepted and how many of them had the j-th accepted too."""
+
+    tries: dict[tuple[str, int, int], float] = field(default_factory=dict)
+    hits: dict[tuple[str, int, int], float] = field(default_factory=dict)
+    _rates: dict[tuple[str, int], list[float]] = field(default_factory=dict, repr=False)  # by (letter, last)
+
+    def rate(self, key: tuple[str, int, int]) -> float:
+        """a_j for `key`, shrunk towards a_(j-1)'s (towards PRIOR for j = 1) while it has few chains."""
+        letter, j, last = key
+        return self.rates(letter, last, j)[j - 1]
+
+    def rates(self, letter: str, last: int, n: int) -> list[float]:
+        """a_1 .. a_n (at least) of the tier `letter` after a chain that fared `last`."""
+        known = self._rates.setdefault((letter, last), [])
+        while len(known) < n:
+            key, prior = (letter, len(known) + 1, last), known[-1] if known else PRIOR
+            known.append((self.hits.get(key, 0.0) + prior * PRIOR_WEIGHT) / (self.tries.get(key, 0.0) + PRIOR_WEIGHT))
+        return known
+
+    def learn(self, letters: Sequence[str], accepted: int, last: int) -> None:
+        """A chain whose j-th draft came from the tier `letters[j - 1]` had its first `accepted` drafts
+        accepted; `last`: how the row's chain before it fared."""
+        for j, letter in enumerate(letters[: accepted + 1], start=1):
+            key = (letter, j, last)
+            self._rates.pop((letter, last), None)
+            tries = self.tries.get(key, 0.0) + 1
+            hits = self.hits.get(key, 0.0) + (j <= accepted)
+            if tries > MEMORY:
+                tries, hits = tries / 2, hits / 2
+            self.tries[key], self.hits[key] = tries, hits
+
+
+def outcome(proposed: int, accepted: int) -> int:
+    """How a row's chain fared: 0 none drafted or its first draft refused, 1 part accepted, 2 all."""
+    return 0 if accepted <= 0 or proposed <= 0 else 2 if accepted >= proposed else 1
+
+
+def worth(letters: Sequence[str], last: int, acceptance: Acceptance, cost: Sequence[float]) -> int:
+    """How many of a chain's drafts (the j-th from the tier `letters[j - 1]`) to verify: the prefix
+    whose drafts add the most, the k-th adding p_k - cost[k - 1] (tokens a step, net of what its
+    verification costs in the step's tokens: c_k(R) E). The longest such prefix wins a tie; none, if
+    no prefix adds more than it costs. `cost` must not fall after its second draft (so that once p_k
+    is below it, no later draft adds anything)."""
+    p, total, best, best_k = 1.0, 0.0, 0.0, 0
+    rates: dict[str, list[float]] = {}
+    for k, letter in enumerate(letters, start=1):
+        if letter not in rates:
+            rates[letter] = acceptance.rates(letter, last, len(letters))
+        p *= rates[letter][k - 1]
+        if k > 1 and p < cost[k - 1]:
+            break  # p only falls, and the cost does not: no later draft adds anything
+        total += p - cost[k - 1]
+        if total >= best:
+            best, best_k = total, k
+    return best_k
