@@ -169,7 +169,23 @@ def test_docs_serving_tables_are_the_committed_vllm_runs():
         assert [mat, tokens_per_s, ratio] == [f"{r['mat']:.2f}", f"{r['tokens_per_s']:.1f}",
                                               f"{r['tokens_per_s'] / plain:.2f}x"], cell  # fmt: skip
     served = json.loads((RESULTS / "xeon-amx" / "served_load.json").read_text())
-    start = text.index("| concurrency | method |")
+    prose = served_table_is(text, text.index("### Served, under load"), served)
+    for m, name in [("vllm", "plain"), ("vllm-suffix", "`vllm-suffix`"), ("vllm-hd", "`vllm-hd`")]:
+        assert f"{served['summary'][m]['16']['ttft_ms_p50'] / 1e3:.1f} s for {name}" in prose, m
+    report = json.loads((RESULTS / "xeon-amx" / "served_load_report.json").read_text())
+    prose = served_table_is(text, text.index("### Served at concurrency 1 to 64"), report)
+    at_64 = {m: report["summary"][m]["64"] for m in ("vllm", "vllm-suffix", "vllm-hd")}
+    hd, plain = at_64["vllm-hd"]["tpot_ms_p50"], at_64["vllm"]["tpot_ms_p50"]
+    assert f"{hd:.0f} ms with `vllm-hd`, against {plain:.0f} ms plain" in prose
+    for m in ("vllm-hd", "vllm-suffix"):  # its step against plain's: time per token times tokens a step
+        step = at_64[m]["tpot_ms_p50"] * at_64[m]["mat"]["value"] / at_64["vllm"]["tpot_ms_p50"]
+        assert f"{step:.2f} times plain's, for {at_64[m]['mat']['value']:.2f}" in prose, m
+
+
+def served_table_is(text: str, start: int, served: dict) -> str:
+    """The served run's table that follows `start` in docs/serving.md is `served`'s, and every paired
+    comparison is said in the prose after it, which is returned."""
+    start = text.index("| concurrency | method |", start)
     lines = takewhile(lambda line: line.startswith("|"), text[start:].splitlines()[2:])
     printed = [[cell.strip() for cell in line.strip("|").split("|")] for line in lines]
     expected = [
@@ -185,13 +201,13 @@ def test_docs_serving_tables_are_the_committed_vllm_runs():
     ]
     assert printed == expected
     assert all(r["identical_frac"] in (None, 1.0) for levels in served["summary"].values() for r in levels.values())
-    prose = " ".join(text[start:].split())
+    end = text.find("\n### ", start)
+    prose = " ".join(text[start : end if end > 0 else len(text)].split())
     for cmp in served["comparisons"]:
         for c, e in cmp["levels"].items():
             said = f"{e['value']:.2f}x [{e['low']:.2f}, {e['high']:.2f}] at concurrency {c}"
             assert said in prose, (cmp["a"], cmp["b"], c)
-    for m, name in [("vllm", "plain"), ("vllm-suffix", "`vllm-suffix`"), ("vllm-hd", "`vllm-hd`")]:
-        assert f"{served['summary'][m]['16']['ttft_ms_p50'] / 1e3:.1f} s for {name}" in prose, m
+    return prose
 
 
 def test_a_run_with_intervals_shows_them_and_says_on_par_where_a_ratio_holds_one():

@@ -39,7 +39,8 @@ METHODS_HELP = (
     "(the paper's HD as its authors ran it: 7 drafts of 4 tokens side by side), the field's drafters verified by "
     "hdlib: recycling (Token Recycling, 80-node tree), rest (REST, 64 tokens), suffix (SuffixDecoding, 24 tokens), "
     "lookahead (Lookahead decoding, 7 x 4 window, 28 tokens), and vLLM's engine (vllm, vllm-ngram, vllm-suffix, "
-    "vllm-hd and vllm-hd:ORDER, hdlib's tiers C, M, S as its proposer: a second pass in .venv-vllm, "
+    "vllm-hd and vllm-hd:ORDER, hdlib's tiers C, M, S as its proposer, +cost=X weighing its drafts' cost by X: "
+    "a second pass in .venv-vllm, "
     "OUT-vllm.json); any but ar, hf, hf-pld and vLLM's may end in @N, a fixed budget of "
     "N draft tokens per step (e.g. hd:CMS@64, hd:all-orders@16, recycling@64); ar always runs (default hf,hf-pld,hd)"
 )

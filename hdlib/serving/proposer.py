@@ -16,9 +16,9 @@ hold.
 
 Per request: the context tier over the row's own tokens, then the model tier's phrase database and
 the statistics corpus (each opened once per worker process), asked in that order (`HDLIB_VLLM_TIERS`,
-letters of C, M, S; default `CMS`); the chain is the hierarchy's, up to the request's draft length,
-and an offline tier is asked for a row only where its lookup pays at the batch's rate
-(`hdlib.serving.gate`: alone in a batch nearly always, among hundreds of rows seldom).
+letters of C, M, S; default `CMS`); the chain is the hierarchy's, and an offline tier is asked for
+a row only where its lookup pays at the batch's rate (`hdlib.serving.gate`: alone in a batch nearly
+always, among hundreds of rows seldom).
 Of the chain (at most `num_speculative_tokens`), a row is given the prefix whose drafts are worth
 verifying at the batch's size (`hdlib.serving.length`): each draft's chance of acceptance, learned
 while serving per tier, position and how the row's last chain fared, against what one more draft
