@@ -139,15 +139,7 @@ def test_the_cost_settings_are_read_and_checked(tmp_path):
             cost_scale(bad)
     measured = tmp_path / "cost.json"
     measured.write_text('{"step_ms": {"1": {"0": 10, "1": 10}, "64": {"0": 100, "1": 100}}}')
-    config = SimpleNamespace(
-        speculative_config=SimpleNamespace(num_speculative_tokens=4),
-        model_config=SimpleNamespace(get_vocab_size=lambda: 1000),
-    )
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("HDLIB_VLLM_TIERS", "C")
-        patch.setenv("HDLIB_VLLM_STEP_COST", str(measured))
-        patch.setenv("HDLIB_VLLM_COST_SCALE", "3")
-        drafter = HDProposer(config).drafter
+    drafter = proposer(env={"HDLIB_VLLM_STEP_COST": str(measured), "HDLIB_VLLM_COST_SCALE": "3"}).drafter
     assert drafter.cost.ms == {1: {0: 10.0, 1: 10.0}, 64: {0: 100.0, 1: 100.0}} and drafter.scale == 3
     assert drafter.costs(64) == [0.0] * 4  # drafts free on that machine: a row of 64 drafts all it has
 
@@ -288,7 +280,8 @@ class Runner:
         return self.drafter.propose(sampled, lengths, tokens, slot_mappings=None)
 
 
-def proposer(max_len: int = 4) -> HDProposer:
+def proposer(max_len: int = 4, env: dict[str, str] | None = None) -> HDProposer:
+    """HDProposer with the context tier only, drafting all the tiers give (unless `env` says otherwise)."""
     config = SimpleNamespace(
         speculative_config=SimpleNamespace(num_speculative_tokens=max_len),
         model_config=SimpleNamespace(get_vocab_size=lambda: 1000),
@@ -296,6 +289,8 @@ def proposer(max_len: int = 4) -> HDProposer:
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("HDLIB_VLLM_TIERS", "C")  # no database: no tokenizer is read
         patch.setenv("HDLIB_VLLM_COST_SCALE", "0")  # every draft the tiers give, whatever the batch
+        for name, value in (env or {}).items():
+            patch.setenv(name, value)
         return HDProposer(config)
 
 

@@ -183,16 +183,13 @@ class ChainDrafter:
         """The chain for a request whose row holds `tokens` and just emitted `emitted` of them (the
         accepted drafts and one more): the prefix of the tiers' chain whose drafts are worth verifying,
         the k-th costing `cost[k - 1]` of the step's tokens (None: nothing), at most `max_len`."""
+        accepted = min(emitted - 1, state.proposed) if state.proposed else 0
         if state.proposed:
-            accepted = min(emitted - 1, state.proposed)
             self.acceptance.learn(state.letters, accepted, state.last)
             state.last = outcome(state.proposed, accepted)
-            if self.gate is not None:
-                for letter in state.asked:  # what the lookups of the step before led to
-                    self.gate.credit(letter, accepted if letter == state.letters[0] else 0)
-        elif self.gate is not None:
-            for letter in state.asked:
-                self.gate.credit(letter, 0)
+        if self.gate is not None:
+            for letter in state.asked:  # what the lookups of the step before led to: only the first tier's count
+                self.gate.credit(letter, accepted if state.letters and letter == state.letters[0] else 0)
         state.asked = []
         want = self.max_len
         chain: list[int] = []
