@@ -24,7 +24,7 @@ from tiny import tiny_llama
 from hdlib.engine.loop import DecodeSettings, run
 from hdlib.errors import HDError
 from hdlib.serving.chain import ChainDrafter
-from hdlib.serving.index import ContextIndex
+from hdlib.serving.index import REACH, ContextIndex
 from hdlib.serving.length import EXPLORE, SCALE, StepCost
 from hdlib.serving.proposer import HDProposer, cost_scale, state_bytes, tier_order
 from hdlib.tiers import ContextSettings, ContextTier, DraftTier, StatisticsSettings, StatisticsTier, Tier
@@ -104,12 +104,25 @@ def test_a_row_that_emitted_nothing_gets_no_draft_and_what_was_accepted_is_learn
     assert drafter.propose([[]], np.array([8]), tokens) == [[]]  # a partial prefill
     assert drafter.propose([[2]], np.array([8]), tokens) == [[3, 1, 2, 3, 1]]  # the context copies itself
     state = drafter.request(tokens[0, :8], 0)
-    assert state.proposed == 5 and state.letters == ["C"] * 5 and state.last == 0
+    assert state.proposed == 5 and state.sources == ["C5"] * 5 and state.last == 0  # after a match of 5 (to 7)
     tokens[0, 8:] = 3  # the model accepted the first draft (3), refused the second (1) and said 3
     drafter.propose([[3, 3]], np.array([10]), tokens)
     assert state.last == 1  # part accepted
-    assert drafter.acceptance.tries == {("C", 1, 0): 1, ("C", 2, 0): 1}  # the third was never reached
-    assert drafter.acceptance.hits == {("C", 1, 0): 1, ("C", 2, 0): 0}
+    learned = {("C5", 1, 0): 1, ("C", 1, 0): 1, ("C5", 2, 0): 1, ("C", 2, 0): 1}  # (the third was never reached)
+    assert drafter.acceptance.tries == learned  # each for its source and for its tier
+    assert drafter.acceptance.hits == {("C5", 1, 0): 1, ("C", 1, 0): 1, ("C5", 2, 0): 0, ("C", 2, 0): 0}
+
+
+def test_a_draft_costs_less_after_a_step_its_drafts_made_slower():
+    """A step that emits E tokens in `load` times a plain step's time yields E / load tokens per plain
+    step: what a draft costs, in tokens, falls by the last step's load."""
+    drafter = ChainDrafter([], "C", max_len=4, scale=1.0)
+    text = np.array([[1, 2, 3, 1, 2, 3, 1, 2]] * 16, dtype=np.int32)
+    before = drafter.costs(16, 32)
+    assert before == pytest.approx([32 * c for c in drafter.marginal(16)]) and drafter.load == 1.0
+    chains = drafter.propose([[2]] * 16, np.array([8] * 16), text)
+    assert drafter.load == pytest.approx(1 + sum(drafter.spent(16, len(c)) for c in chains)) and drafter.load > 1
+    assert drafter.costs(16, 32) == pytest.approx([c / drafter.load for c in before])
 
 
 def test_a_row_verifies_the_prefix_its_drafts_pay_for_at_the_batch_size():
@@ -141,7 +154,7 @@ def test_the_cost_settings_are_read_and_checked(tmp_path):
     measured.write_text('{"step_ms": {"1": {"0": 10, "1": 10}, "64": {"0": 100, "1": 100}}}')
     drafter = proposer(env={"HDLIB_VLLM_STEP_COST": str(measured), "HDLIB_VLLM_COST_SCALE": "3"}).drafter
     assert drafter.cost.ms == {1: {0: 10.0, 1: 10.0}, 64: {0: 100.0, 1: 100.0}} and drafter.scale == 3
-    assert drafter.costs(64) == [0.0] * 4  # drafts free on that machine: a row of 64 drafts all it has
+    assert drafter.costs(64, 96) == [0.0] * 4  # drafts free on that machine: a row of 64 drafts all it has
 
 
 def test_the_tier_order_is_checked():
@@ -192,6 +205,11 @@ def test_the_context_index_drafts_what_the_context_tier_drafts_first(prompt, ste
         first = tier.propose(text, 40)
         assert index.draft(10).tolist() == (list(first[0].tokens) if first else [])
         assert index.tokens.tolist() == text
+        # How long the match is: its key, followed back as far as the text repeats itself (REACH at most)
+        m, end = index.match_length, index._match
+        assert (m == 0) == (not first) and (not first or first[0].key_length <= m <= REACH)
+        stops = m == REACH or end == m or (first and text[end - m - 1] != text[-m - 1])  # it could go no further
+        assert not first or (text[end - m : end] == text[-m:] and stops)
 
 
 def test_the_keys_hashes_differ_in_their_high_bits_which_place_them_in_the_table():

@@ -72,6 +72,16 @@ def test_a_rate_is_learned_from_the_chains_and_shrunk_to_the_position_before():
     assert acceptance.rate(("C", 1, 2)) == PRIOR  # another outcome: learned apart
 
 
+def test_a_sources_rate_is_learned_apart_and_shrunk_to_its_tiers():
+    acceptance = Acceptance()
+    for _ in range(50):
+        acceptance.learn(["C1"], 0, 0)  # after a match of one token: refused
+        acceptance.learn(["C8"], 1, 0)  # after one of 8 or more: accepted
+    assert acceptance.rate(("C", 1, 0)) == pytest.approx((50 + PRIOR * 2) / 102)  # the tier: all of its drafts
+    assert acceptance.rate(("C1", 1, 0)) < 0.05 and acceptance.rate(("C8", 1, 0)) > 0.95
+    assert acceptance.rate(("C4", 1, 0)) == acceptance.rate(("C", 1, 0))  # never seen: the tier's rate
+
+
 def test_old_chains_fade():
     acceptance = Acceptance()
     for _ in range(int(MEMORY)):
@@ -110,3 +120,16 @@ def test_worth_is_the_prefix_that_adds_the_most(rates, first, later):
     value = [sum(p[i] - costs[i] for i in range(k)) for k in range(len(rates) + 1)]
     kept = worth(letters, 0, acceptance, costs)
     assert math.isclose(value[kept], max(value), abs_tol=1e-9)
+
+
+def test_what_the_docs_say_a_draft_must_be_worth_holds():
+    """docs/serving.md: the chance from which a first and a later draft are worth verifying, alone in
+    the batch and among 64 rows, from this machine's measured step times (c_k(R) E / L)."""
+    doc = " ".join((Path(__file__).resolve().parents[1] / "docs" / "serving.md").read_text(encoding="utf-8").split())
+    cost = StepCost.measured()
+    for rows, emitted, load, said in ((1, 2, 1.2, "alone in the batch"), (64, 96, 1.5, "among 64 rows")):
+        first, later = (cost.marginal(rows, k) * emitted / load for k in (1, 2))
+        assert f"{said} (E = {emitted}, L = {load}) a first draft" in doc
+        assert f"from {first:.2f} and each later one from {later:.2f}" in doc or (
+            f"from a chance of {first:.2f} and each later one from {later:.2f}" in doc
+        )

@@ -37,7 +37,7 @@ from hdlib.serving.gate import Gate
 from hdlib.serving.index import ContextIndex
 from hdlib.serving.length import EXPLORE, SCALE, Acceptance, StepCost, outcome, worth
 from hdlib.tiers import DraftTier, ModelTier, StatisticsTier
-from hdlib.tiers.base import check_tokens
+from hdlib.tiers.base import Proposal, check_tokens
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +55,7 @@ class Request:
     context: ContextIndex
     key: str | int  # its request id, or (with none) a number of its own
     proposed: int = 0  # draft tokens proposed at the last step (0: none)
-    letters: list[str] = field(default_factory=list)  # the tier of each of them
+    sources: list[str] = field(default_factory=list)  # where each of them came from (`source`)
     last: int = 0  # how the chain before them fared (`hdlib.serving.length.outcome`)
     nbytes: int = 0  # its bytes, as last counted
     end: tuple[int, tuple[int, ...]] = (0, ())  # with no id: its length and last tokens, where rows look
@@ -96,7 +96,8 @@ class ChainDrafter:
         self.scale = scale  # that cost's weight in the rule (1: as derived; 0: every draft the tiers give)
         self.acceptance = Acceptance()  # a_j, learned from every request's chains
         self.chains = 0  # chains drafted
-        self._costs: dict[int, list[float]] = {}  # by batch size: c_k for k = 1..max_len, times scale
+        self._marginal: dict[int, list[float]] = {}  # by batch size: c_k for k = 1..max_len
+        self.load = 1.0  # the last step's time over a step with no drafts, as the step cost models it
         self.vocab_size = vocab_size  # a draft token outside 0..vocab_size - 1 is a tier's failure
         self.keys = keys  # the context index's shortest and longest key
         self.gate = gate  # whether an offline tier's lookup pays at this batch's rate (None: always ask)
@@ -129,7 +130,7 @@ class ChainDrafter:
             for state in [s for k, s in self._states.items() if not isinstance(k, str) or k not in alive]:
                 self._drop(state)  # (one found by its tokens, at a call without ids, is let go too)
         rows = [i for i, sampled in enumerate(sampled_token_ids) if len(sampled) and int(num_tokens[i]) > 0]
-        cost = [c * max(emitted, 1) for c in self.costs(len(rows))]
+        cost = self.costs(len(rows), emitted)
         chains: list[list[int]] = [[] for _ in sampled_token_ids]
         taken: set[int] = set()  # the states given a row this step
         for i in rows:
@@ -140,6 +141,7 @@ class ChainDrafter:
             except Exception as error:  # noqa: BLE001  (a tier's failure costs its row a draft, not the engine)
                 self._say(error)
         self._bound(len(taken))
+        self.load = 1 + sum(self.spent(len(rows), len(chains[i])) for i in rows)
         return chains
 
     def request(
@@ -173,11 +175,23 @@ class ChainDrafter:
         taken.add(id(state))
         return state
 
-    def costs(self, rows: int) -> list[float]:
-        """c_k for k = 1..max_len at a batch of `rows` rows, times `scale`."""
-        if rows not in self._costs:
-            self._costs[rows] = [self.scale * self.cost.marginal(rows, k) for k in range(1, self.max_len + 1)]
-        return self._costs[rows]
+    def costs(self, rows: int, emitted: int, load: float | None = None) -> list[float]:
+        """What the k-th draft of a row costs, k = 1..max_len, in the tokens of a step of `rows` rows
+        that emitted `emitted` tokens in `load` times a step with no drafts (None: the last step's):
+        c_k(rows) E / load, times `scale`. (A step that takes T = load T0 yields E / T tokens a second,
+        and the k-th draft adds c_k(rows) T0 to it.)"""
+        weight = self.scale * max(emitted, 1) / (self.load if load is None else load)
+        return [weight * c for c in self.marginal(rows)]
+
+    def marginal(self, rows: int) -> list[float]:
+        """c_k(rows) for k = 1..max_len."""
+        if rows not in self._marginal:
+            self._marginal[rows] = [self.cost.marginal(rows, k) for k in range(1, self.max_len + 1)]
+        return self._marginal[rows]
+
+    def spent(self, rows: int, drafts: int) -> float:
+        """What a row's `drafts` draft tokens add to a step of `rows` rows, over the step with no drafts."""
+        return sum(self.marginal(rows)[:drafts])
 
     def chain(self, state: Request, tokens: np.ndarray, emitted: int, cost: Sequence[float] | None = None) -> list[int]:
         """The chain for a request whose row holds `tokens` and just emitted `emitted` of them (the
@@ -185,21 +199,22 @@ class ChainDrafter:
         the k-th costing `cost[k - 1]` of the step's tokens (None: nothing), at most `max_len`."""
         accepted = min(emitted - 1, state.proposed) if state.proposed else 0
         if state.proposed:
-            self.acceptance.learn(state.letters, accepted, state.last)
+            self.acceptance.learn(state.sources, accepted, state.last)
             state.last = outcome(state.proposed, accepted)
         if self.gate is not None:
             for letter in state.asked:  # what the lookups of the step before led to: only the first tier's count
-                self.gate.credit(letter, accepted if state.letters and letter == state.letters[0] else 0)
+                self.gate.credit(letter, accepted if state.sources and letter == state.sources[0][0] else 0)
         state.asked = []
         want = self.max_len
         chain: list[int] = []
-        letters: list[str] = []
+        sources: list[str] = []
         tail: list[int] | None = None
         for letter in self.order:
             if len(chain) >= want:
                 break
             if letter == "C":
-                offers: list[Sequence[int]] = [state.context.draft(min(want, CONTEXT_DRAFT)).tolist()]
+                offers = [Proposal(tuple(state.context.draft(min(want, CONTEXT_DRAFT)).tolist()),
+                                   state.context.match_length)]  # fmt: skip
             else:
                 tier = self.offline[letter]
                 if chain and len(chain) >= longest_draft(tier):
@@ -208,20 +223,20 @@ class ChainDrafter:
                     continue  # at this batch's rate, its lookup costs more than it adds
                 tail = tokens[-TAIL:].tolist() if tail is None else tail
                 start = time.perf_counter()
-                offers = [p.tokens for p in tier.propose(tail, want)]
+                offers = tier.propose(tail, want)
                 if self.gate is not None:
                     self.gate.took(letter, time.perf_counter() - start)
                     state.asked.append(letter)
                 if self.vocab_size is not None:
-                    check_tokens(tier, [t for offer in offers for t in offer], self.vocab_size)
+                    check_tokens(tier, [t for offer in offers for t in offer.tokens], self.vocab_size)
             for offer in offers:
-                if len(offer) > len(chain) and list(offer[: len(chain)]) == chain:
-                    letters += [letter] * (min(len(offer), want) - len(chain))
-                    chain = list(offer[:want])
+                if len(offer.tokens) > len(chain) and list(offer.tokens[: len(chain)]) == chain:
+                    sources += [source(letter, offer)] * (min(len(offer.tokens), want) - len(chain))
+                    chain = list(offer.tokens[:want])
         self.chains += 1
         whole = cost is None or self.chains % EXPLORE == 0  # (now and then, to learn what is seldom drafted)
-        keep = len(chain) if whole else worth(letters, state.last, self.acceptance, cost)
-        state.proposed, state.letters = keep, letters[:keep]
+        keep = len(chain) if whole else worth(sources, state.last, self.acceptance, cost)
+        state.proposed, state.sources = keep, sources[:keep]
         return chain[:keep]
 
     def _file(self, state: Request) -> None:
@@ -262,6 +277,14 @@ class ChainDrafter:
             log.warning(
                 "hdlib: %s failed (%s: %s); its rows get no draft while it fails", who, type(error).__name__, error
             )
+
+
+def source(letter: str, proposal: Proposal) -> str:
+    """Where a draft came from, as its chance of acceptance is learned (`Acceptance`): the tier's
+    letter and how long a match its draft followed (1, 2, 3, 4, then 5 for 5 to 7, 8 for 8 to 15 and
+    16 for more; nothing where the tier does not say)."""
+    k = proposal.key_length
+    return f"{letter}{k if k <= 4 else 5 if k < 8 else 8 if k < 16 else 16}" if k else letter
 
 
 def longest_draft(tier: DraftTier) -> float:

@@ -26,6 +26,7 @@ import numpy as np
 PRIME = np.uint64(0x100000001B3)  # FNV's 64-bit prime: a key's hash is its tokens' polynomial mod 2**64,
 MIX = np.uint64(0x9E3779B97F4A7C15)  # times 2**64 over the golden ratio, which spreads it to the high bits
 ONE, ZERO = np.uint64(1), np.uint64(0)  # (an empty slot holds 0, and every hash is odd)
+REACH = 16  # a match is followed back this far, to say how long it is (a longer one is likelier right)
 LOAD = 0.6  # the table's slots, at most this share taken: past it, it doubles
 
 
@@ -59,21 +60,27 @@ def file_keys(buf, first, last, lo, hi, keys, ends, bits):
     return taken
 
 
-def latest_match(buf, n, lo, hi, keys, ends, bits):
+def latest_match(buf, n, lo, hi, keys, ends, bits, reach):
     """Where the most recent filed occurrence of the text's longest suffix of `lo`..`hi` tokens
-    ended (-1: none). A key that occurred has every suffix of it occur too, so the keys are tried from
-    the shortest up, until one has not occurred."""
-    found = -1
+    ended (-1: none), and how many tokens before it (at most `reach`, at least that suffix's) equal
+    the text's last ones (0: none). A key that occurred has every suffix of it occur too, so the keys
+    are tried from the shortest up, until one has not occurred."""
+    found, length = -1, 0
     for m in range(lo, min(hi, n) + 1):
         i = slot(keys, key_hash(buf, n, m), bits)
         if keys[i] == ZERO:
-            return found
-        end = ends[i]
+            break
+        end, same = ends[i], True
         for j in range(1, m + 1):
             if buf[end - j] != buf[n - j]:
-                return found  # another key's slot: taken as not found
-        found = end
-    return found
+                same = False  # another key's slot: taken as not found
+                break
+        if not same:
+            break
+        found, length = end, m
+    while 0 < length < reach and found - length > 0 and buf[found - length - 1] == buf[n - length - 1]:
+        length += 1
+    return found, length
 
 
 def refile(old_keys, old_ends, keys, ends, bits):
@@ -128,6 +135,7 @@ class ContextIndex:
         self._keys = np.zeros(1 << self._bits, dtype=np.uint64)
         self._ends = np.zeros(1 << self._bits, dtype=np.int32)
         self._match = -1  # where the latest match ended (-1: none), as of the last extend
+        self.match_length = 0  # the tokens before the text's end it repeats, at most REACH (0: none)
         self.extend(tokens)
 
     @property
@@ -155,8 +163,9 @@ class ContextIndex:
                                              self._keys, self._ends, self._bits))  # fmt: skip
             self._filed = last
         with quiet():
-            self._match = int(latest_match(self._buf, self.n, self.min_key, self.max_key,
-                                           self._keys, self._ends, self._bits))  # fmt: skip
+            found, length = latest_match(self._buf, self.n, self.min_key, self.max_key,
+                                         self._keys, self._ends, self._bits, REACH)  # fmt: skip
+        self._match, self.match_length = int(found), int(length)
 
     def _reserve(self, more: int) -> None:
         """Room for `more` keys within the load: the table doubled (and refiled) as often as needed."""

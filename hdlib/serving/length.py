@@ -8,9 +8,10 @@ accepted, which happens with probability
 where a_j is the chance that a chain's j-th draft is accepted once the ones before it were. Verifying
 it costs the step time. A step that emits E tokens (all its rows together) in T seconds yields E / T
 tokens a second, and one more draft token adds to that rate only if p_k / cost_k >= E / T. Writing
-the cost as a share of the step, cost_k = c_k(R) T, the rule no longer needs a clock: the k-th draft
-token adds p_k - c_k(R) E tokens to the step, net of what it costs, and a row verifies the prefix of
-its chain whose drafts add the most (none, if every prefix costs more than it adds).
+the cost as a share of a step with no drafts, cost_k = c_k(R) T0, and the step's time as T = L T0,
+the rule no longer needs a clock: the k-th draft token adds p_k - c_k(R) E / L tokens to the step,
+net of what it costs, and a row verifies the prefix of its chain whose drafts add the most (none,
+if every prefix costs more than it adds).
 
 c_k(R) is the step's relative marginal cost of a k-th draft token on one row of a batch of R rows,
 from the step times T(R, K) that `benchmarks/vllm_step_cost.py` measures (every row drafting K
@@ -20,10 +21,12 @@ holds this machine's (`benchmarks/results/xeon-amx/vllm_step_cost.json`); on ano
 above all, where a step's cost hardly grows with its drafts) run that benchmark there and name its
 file in `HDLIB_VLLM_STEP_COST`. Between the measured batch sizes c_k is interpolated in log R.
 
-a_j is learned while serving (`Acceptance`), per tier that drafted the token, position j and how the
-row's last chain fared (none or its first draft refused; part accepted; all accepted). E is the tokens
-the batch emitted at the step before. A weight multiplies c_k: 1 is the rule as derived; `SCALE`
-was chosen on Spec-Bench's dev half, served at concurrency 8, 16 and 64 (docs/serving.md).
+a_j is learned while serving (`Acceptance`), per source of the draft (its tier, and how long a match
+the draft followed: a context draft after 8 repeated tokens is likelier right than after one), position
+j and how the row's last chain fared (none or its first draft refused; part accepted; all accepted).
+E is the tokens the batch emitted at the step before, and L that step's time over a step with no
+drafts as c_k models it (1 plus the c_k of every draft its rows verified). A weight multiplies the
+cost: 1 is the rule as derived, and `SCALE` was chosen on Spec-Bench's dev half (docs/serving.md).
 """
 
 from __future__ import annotations
@@ -47,7 +50,7 @@ MEASURED: dict[int, dict[int, float]] = {
     64: {0: 905.5, 1: 1246.6, 2: 1297.0, 4: 1918.0, 8: 2912.2},
 }
 
-SCALE = 0.5  # the cost's weight: of 0.5, 1 and 2, the fastest on the dev half (served_load_dev_cost.json)
+SCALE = 1.0  # the cost's weight: the rule as derived; of 0.75 to 1.5, the best on the dev half (docs/serving.md)
 PRIOR = 0.5  # a_1 assumed before anything is learned (a_j's, j > 1: a_(j-1)'s as learned)
 PRIOR_WEIGHT = 2.0  # ... worth this many chains
 MEMORY = 2000.0  # the chains a rate remembers: past it, the old counts fade by half
@@ -107,37 +110,48 @@ class StepCost:
 
 @dataclass
 class Acceptance:
-    """a_j, learned: per key (tier letter, position j, the row's last outcome), the chains whose first
-    j - 1 drafts were accepted and how many of them had the j-th accepted too."""
+    """a_j, learned: per key (source, position j, the row's last outcome), the chains whose first
+    j - 1 drafts were accepted and how many of them had the j-th accepted too.
+
+    A draft's source is its tier's letter, followed by what the tier said of it (`source`): the
+    context tier's "C3" is a draft that followed a match of 3 tokens. Each source's rate is learned
+    apart and shrunk towards its tier's (all the tier's drafts at that position), so that a source
+    seldom seen starts from its tier's rate; a tier's rate is shrunk towards its rate a position
+    earlier (towards PRIOR at the first)."""
 
     tries: dict[tuple[str, int, int], float] = field(default_factory=dict)
     hits: dict[tuple[str, int, int], float] = field(default_factory=dict)
-    _rates: dict[tuple[str, int], list[float]] = field(default_factory=dict, repr=False)  # by (letter, last)
+    _rates: dict[tuple[str, int], dict[str, list[float]]] = field(default_factory=dict, repr=False)
 
     def rate(self, key: tuple[str, int, int]) -> float:
-        """a_j for `key`, shrunk towards a_(j-1)'s (towards PRIOR for j = 1) while it has few chains."""
-        letter, j, last = key
-        return self.rates(letter, last, j)[j - 1]
+        """a_j for `key`, shrunk as the class says while it has few chains."""
+        source, j, last = key
+        return self.rates(source, last, j)[j - 1]
 
-    def rates(self, letter: str, last: int, n: int) -> list[float]:
-        """a_1 .. a_n (at least) of the tier `letter` after a chain that fared `last`."""
-        known = self._rates.setdefault((letter, last), [])
+    def rates(self, source: str, last: int, n: int) -> list[float]:
+        """a_1 .. a_n (at least) of drafts from `source` after a chain that fared `last`."""
+        cached = self._rates.setdefault((source[0], last), {})
+        known = cached.setdefault(source, [])
+        coarse = self.rates(source[0], last, n) if len(source) > 1 else None
         while len(known) < n:
-            key, prior = (letter, len(known) + 1, last), known[-1] if known else PRIOR
+            j = len(known) + 1
+            prior = coarse[j - 1] if coarse is not None else known[-1] if known else PRIOR
+            key = (source, j, last)
             known.append((self.hits.get(key, 0.0) + prior * PRIOR_WEIGHT) / (self.tries.get(key, 0.0) + PRIOR_WEIGHT))
         return known
 
-    def learn(self, letters: Sequence[str], accepted: int, last: int) -> None:
-        """A chain whose j-th draft came from the tier `letters[j - 1]` had its first `accepted` drafts
-        accepted; `last`: how the row's chain before it fared."""
-        for j, letter in enumerate(letters[: accepted + 1], start=1):
-            key = (letter, j, last)
-            self._rates.pop((letter, last), None)
-            tries = self.tries.get(key, 0.0) + 1
-            hits = self.hits.get(key, 0.0) + (j <= accepted)
-            if tries > MEMORY:
-                tries, hits = tries / 2, hits / 2
-            self.tries[key], self.hits[key] = tries, hits
+    def learn(self, sources: Sequence[str], accepted: int, last: int) -> None:
+        """A chain whose j-th draft came from `sources[j - 1]` had its first `accepted` drafts
+        accepted; `last`: how the row's chain before it fared. Each draft counts for its source and
+        for its tier."""
+        for j, source in enumerate(sources[: accepted + 1], start=1):
+            self._rates.pop((source[0], last), None)
+            for key in {(source, j, last), (source[0], j, last)}:
+                tries = self.tries.get(key, 0.0) + 1
+                hits = self.hits.get(key, 0.0) + (j <= accepted)
+                if tries > MEMORY:
+                    tries, hits = tries / 2, hits / 2
+                self.tries[key], self.hits[key] = tries, hits
 
 
 def outcome(proposed: int, accepted: int) -> int:
@@ -145,18 +159,18 @@ def outcome(proposed: int, accepted: int) -> int:
     return 0 if accepted <= 0 or proposed <= 0 else 2 if accepted >= proposed else 1
 
 
-def worth(letters: Sequence[str], last: int, acceptance: Acceptance, cost: Sequence[float]) -> int:
-    """How many of a chain's drafts (the j-th from the tier `letters[j - 1]`) to verify: the prefix
+def worth(sources: Sequence[str], last: int, acceptance: Acceptance, cost: Sequence[float]) -> int:
+    """How many of a chain's drafts (the j-th from `sources[j - 1]`) to verify: the prefix
     whose drafts add the most, the k-th adding p_k - cost[k - 1] (tokens a step, net of what its
     verification costs in the step's tokens: c_k(R) E). The longest such prefix wins a tie; none, if
     no prefix adds more than it costs. `cost` must not fall after its second draft (so that once p_k
     is below it, no later draft adds anything)."""
     p, total, best, best_k = 1.0, 0.0, 0.0, 0
     rates: dict[str, list[float]] = {}
-    for k, letter in enumerate(letters, start=1):
-        if letter not in rates:
-            rates[letter] = acceptance.rates(letter, last, len(letters))
-        p *= rates[letter][k - 1]
+    for k, source in enumerate(sources, start=1):
+        if source not in rates:
+            rates[source] = acceptance.rates(source, last, len(sources))
+        p *= rates[source][k - 1]
         if k > 1 and p < cost[k - 1]:
             break  # p only falls, and the cost does not: no later draft adds anything
         total += p - cost[k - 1]
