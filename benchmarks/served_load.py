@@ -2,7 +2,7 @@
 
     python -m benchmarks.served_load --questions FILE [--split report] [--per-task 16] [--max-new-tokens 256]
         [--methods vllm,vllm-suffix,vllm-hd] [--concurrency 1,16] [--requests 16 | 8,16] [--repeats 3]
-        [--preamble] [--order-seed 0] [--out benchmarks/results/<machine>/served_load.json]
+        [--preamble] [--together] [--order-seed 0] [--out benchmarks/results/<machine>/served_load.json]
 
 Repeat by repeat, each method (in an order shuffled from `--order-seed`, then turned by one place
 each repeat, so that no method always runs first while the machine's speed drifts) gets a fresh
@@ -16,6 +16,11 @@ once per method in the whole run: repeat r at concurrency l gets its own `--requ
 same for every method. A method that caches earlier answers, as SuffixDecoding does, would
 otherwise draft a question's answer from its own earlier answer to it, and a server's prefix cache
 would serve a repeated prompt; a fresh server per repeat keeps one repeat from another. With
+`--together`, each repeat starts every method's server first (one after another) and keeps them up
+side by side, and at each concurrency sends the load to one server after another, the methods'
+order turned by one place from one concurrency to the next: the runs compared at a concurrency are
+then a minute or two apart rather than a whole server's run, which the machine's drift makes
+matter (the servers not in use sit idle). With
 `--preamble`, every prompt begins with the same `PREAMBLE` (188 tokens of instructions in the packaged
 model's tokenizer, as a deployment's system prompt would be) ahead of its question.
 
@@ -32,6 +37,7 @@ ratio, with a 95 % interval from a bootstrap over questions (`hdlib.bench.interv
 
 from __future__ import annotations
 
+import contextlib
 import random
 import tempfile
 from collections.abc import Mapping, Sequence
@@ -125,6 +131,8 @@ def main() -> None:
     parser.add_argument("--requests", default="16", help="completions sent at each concurrency (or N,M,..: at "
                         "each in turn), per repeat")
     parser.add_argument("--preamble", action="store_true", help="every prompt after one shared PREAMBLE")
+    parser.add_argument("--together", action="store_true", help="each repeat's servers up side by side, the "
+                        "methods run one after another at each concurrency")
     parser.add_argument("--repeats", type=int, default=3, help="a fresh server and other questions for each")
     parser.add_argument("--order-seed", type=int, default=0, help="the methods' order in each repeat is shuffled")
     parser.add_argument("--compare", action="append", default=[], metavar="A,B", help="paired ratio A/B")
@@ -158,28 +166,41 @@ def main() -> None:
     slices = {(r, c): interleaved[starts[r * len(levels) + i]:][: sent[c]]
               for r in range(args.repeats) for i, c in enumerate(levels)}  # fmt: skip
     runs: dict[str, dict[str, Any]] = {m: {str(c): {"repeats": []} for c in levels} for m in methods}
-    orders = []
+    orders: list[list[str]] = []
+
+    def serve(r: int, method: str, url: str, c: int, folder: Path) -> None:
+        asked = slices[(r, c)]
+        prompts = [(PREAMBLE if args.preamble else "") + q.turns[0] for q in asked]
+        result = bench_serve(url, method, lm.source, prompts, c, args.max_new_tokens, folder)
+        runs[method][str(c)]["repeats"].append({
+            "repeat": r, "duration_s": float(result["duration"]), "tokens": int(result["total_output_tokens"]),
+            "accepted": int(result.get("spec_decode_accepted_tokens", 0)), "answers": answers_of(result, asked, r),
+        })  # fmt: skip
+        done = runs[method][str(c)]["repeats"][-1]
+        print(f"repeat {r + 1}/{args.repeats} {method} at {c}: {done['tokens'] / done['duration_s']:.1f} tok/s",
+              flush=True)  # fmt: skip
+
     with tempfile.TemporaryDirectory() as work:
         for r in range(args.repeats):
             order = turn_order(methods, args.order_seed, r)
-            orders.append(order)
-            for method in order:
-                folder = Path(work) / f"r{r}-{method}"
+            folders = {m: Path(work) / f"r{r}-{m}" for m in order}
+            for folder in folders.values():
                 folder.mkdir()
-                with vllm_server(lm.source, method, folder / "server.log", SERVER_ARGS) as url:
-                    for c in levels:
-                        asked = slices[(r, c)]
-                        prompts = [(PREAMBLE if args.preamble else "") + q.turns[0] for q in asked]
-                        result = bench_serve(url, method, lm.source, prompts, c, args.max_new_tokens, folder)
-                        runs[method][str(c)]["repeats"].append({
-                            "repeat": r, "duration_s": float(result["duration"]),
-                            "tokens": int(result["total_output_tokens"]),
-                            "accepted": int(result.get("spec_decode_accepted_tokens", 0)),
-                            "answers": answers_of(result, asked, r),
-                        })  # fmt: skip
-                        done = runs[method][str(c)]["repeats"][-1]
-                        rate = done["tokens"] / done["duration_s"]
-                        print(f"repeat {r + 1}/{args.repeats} {method} at {c}: {rate:.1f} tok/s", flush=True)
+            if not args.together:
+                orders.append(order)
+                for method in order:
+                    with vllm_server(lm.source, method, folders[method] / "server.log", SERVER_ARGS) as url:
+                        for c in levels:
+                            serve(r, method, url, c, folders[method])
+                continue
+            with contextlib.ExitStack() as servers:
+                urls = {m: servers.enter_context(vllm_server(lm.source, m, folders[m] / "server.log", SERVER_ARGS))
+                        for m in order}  # fmt: skip
+                for i, c in enumerate(levels):
+                    turned = order[i % len(order) :] + order[: i % len(order)]
+                    orders.append(turned)
+                    for method in turned:
+                        serve(r, method, urls[method], c, folders[method])
     summary = {
         m: {c: summarize(runs[m][c], runs["vllm"][c] if m != "vllm" else None) for c in runs[m]} for m in methods
     }
@@ -190,7 +211,7 @@ def main() -> None:
     write_results(
         args.out, "served_load", server_args=SERVER_ARGS, client="vllm bench serve", questions=needed,
         max_new_tokens=args.max_new_tokens, concurrency=levels, repeats=args.repeats, requests=sent,
-        preamble=PREAMBLE if args.preamble else "",
+        preamble=PREAMBLE if args.preamble else "", together=args.together,
         order_seed=args.order_seed, orders=orders, split=args.split or "", summary=summary,
         comparisons=comparisons, runs=runs,
     )  # fmt: skip

@@ -172,14 +172,16 @@ def test_docs_serving_tables_are_the_committed_vllm_runs():
     prose = served_table_is(text, text.index("### Served, under load"), served)
     for m, name in [("vllm", "plain"), ("vllm-suffix", "`vllm-suffix`"), ("vllm-hd", "`vllm-hd`")]:
         assert f"{served['summary'][m]['16']['ttft_ms_p50'] / 1e3:.1f} s for {name}" in prose, m
-    report = json.loads((RESULTS / "xeon-amx" / "served_load_report.json").read_text())
-    prose = served_table_is(text, text.index("### Served at concurrency 1 to 64"), report)
-    at_64 = {m: report["summary"][m]["64"] for m in ("vllm", "vllm-suffix", "vllm-hd")}
-    hd, plain = at_64["vllm-hd"]["tpot_ms_p50"], at_64["vllm"]["tpot_ms_p50"]
-    assert f"{hd:.0f} ms with `vllm-hd`, against {plain:.0f} ms plain" in prose
-    for m in ("vllm-hd", "vllm-suffix"):  # its step against plain's: time per token times tokens a step
-        step = at_64[m]["tpot_ms_p50"] * at_64[m]["mat"]["value"] / at_64["vllm"]["tpot_ms_p50"]
-        assert f"{step:.2f} times plain's, for {at_64[m]['mat']['value']:.2f}" in prose, m
+    for name, title in [("served_load_report_derived", "### Served at concurrency 1 to 64"),
+                        ("served_load_report", "### The rule's first try")]:  # fmt: skip
+        report = json.loads((RESULTS / "xeon-amx" / f"{name}.json").read_text())
+        prose = served_table_is(text, text.index(title), report)
+        at_64 = {m: report["summary"][m]["64"] for m in ("vllm", "vllm-suffix", "vllm-hd")}
+        hd, plain = at_64["vllm-hd"]["tpot_ms_p50"], at_64["vllm"]["tpot_ms_p50"]
+        assert f"{hd:.0f} ms with `vllm-hd`, against {plain:.0f} ms plain" in prose, name
+        for m in ("vllm-hd", "vllm-suffix"):  # its step against plain's: time per token times tokens a step
+            step = at_64[m]["tpot_ms_p50"] * at_64[m]["mat"]["value"] / at_64["vllm"]["tpot_ms_p50"]
+            assert f"{step:.2f} times plain's, for {at_64[m]['mat']['value']:.2f}" in prose, (name, m)
 
 
 def served_table_is(text: str, start: int, served: dict) -> str:
@@ -294,3 +296,85 @@ def test_the_served_runs_turn_the_methods_order_so_that_none_always_runs_first()
     assert all(sorted(order) == sorted(methods) for order in orders)
     assert all(sorted(order[place] for order in orders) == sorted(methods) for place in range(3))
     assert turn_order(methods, 0, 3) == orders[0]  # round again
+
+
+def test_the_cost_weight_is_the_dev_halfs_choice_as_the_docs_say():
+    """benchmarks.md: SCALE was the fastest of the weights replayed on the dev half at 1, 16 and 64
+    rows and within 0.01 of the fastest at 8; at 64 rows the model was optimistic against the served
+    report half for both vllm-hd and vllm-suffix."""
+    from hdlib.serving.length import SCALE
+
+    modelled = {}
+    for rows in (1, 8, 16, 64):
+        data = json.loads((RESULTS / "xeon-amx" / f"proposer_replay_dev_r{rows}.json").read_text())
+        assert data["rows"] == rows and "--split dev" in data["command"]
+        speed = {n: m["overall"]["modelled_speedup"]["value"] for n, m in data["methods"].items()}
+        weights = {float(n.split("+cost=")[1]): v for n, v in speed.items() if "+cost=" in n}
+        best = max(weights.values())
+        assert weights[SCALE] == best if rows != 8 else best - weights[SCALE] < 0.01, rows
+        modelled[rows] = speed
+    served = json.loads((RESULTS / "xeon-amx" / "served_load_report_derived.json").read_text())
+    at_64 = {c["a"]: c["levels"]["64"] for c in served["comparisons"] if c["b"] == "vllm"}
+    doc = " ".join((ROOT / "docs" / "serving.md").read_text(encoding="utf-8").split())
+    hd, suffix = modelled[64][f"hd+cost={SCALE:g}"], modelled[64]["suffix"]
+    assert f"(`vllm-hd` {hd:.2f}x, `vllm-suffix` {suffix:.2f}x over plain); served, neither did" in doc
+    for served_name, replayed in (("vllm-hd", hd), ("vllm-suffix", suffix)):
+        assert replayed > 1 >= at_64[served_name]["low"], served_name  # modelled faster; served, not faster
+
+
+def test_what_docs_serving_says_of_the_target_holds():
+    """docs/serving.md: with today's rule `vllm-hd` is faster than plain decoding at concurrency 1, 8
+    and 16 and on par with SuffixDecoding there (the interval holds 1); at 64 slower than both."""
+    served = json.loads((RESULTS / "xeon-amx" / "served_load_report_derived.json").read_text())
+    ratio = {(c["a"], c["b"]): c["levels"] for c in served["comparisons"]}
+    for c in ("1", "8", "16"):
+        assert ratio["vllm-hd", "vllm"][c]["low"] > 1, c
+        assert ratio["vllm-hd", "vllm-suffix"][c]["low"] <= 1 <= ratio["vllm-hd", "vllm-suffix"][c]["high"], c
+    assert ratio["vllm-hd", "vllm"]["64"]["high"] < 1 and ratio["vllm-hd", "vllm-suffix"]["64"]["high"] < 1
+    doc = " ".join((ROOT / "docs" / "serving.md").read_text(encoding="utf-8").split())
+    assert "**The issue's target is met at concurrency 1, 8 and 16, and not at 64.**" in doc
+    assert f"(its upper end {ratio['vllm-hd', 'vllm']['64']['high']:.3f})" in doc
+
+
+def test_what_docs_serving_says_of_the_shared_prompt_run_holds():
+    """docs/serving.md's shared-prompt run: its table and paired ratios, every answer plain decoding's,
+    every MAT above the plain workload's, the verdicts said for it, and the ones both runs share."""
+    text = (ROOT / "docs" / "serving.md").read_text(encoding="utf-8")
+    shared = json.loads((RESULTS / "xeon-amx" / "served_load_report_preamble.json").read_text())
+    plain = json.loads((RESULTS / "xeon-amx" / "served_load_report_derived.json").read_text())
+    assert shared["preamble"] and shared["together"] and not plain["preamble"]
+    prose = served_table_is(text, text.index("#### With a shared system prompt"), shared)
+    for m in ("vllm-suffix", "vllm-hd"):
+        for c in ("1", "8", "16", "64"):
+            assert shared["summary"][m][c]["mat"]["value"] > plain["summary"][m][c]["mat"]["value"], (m, c)
+
+    def said(run, a, b, c):  # the verdict of a's ratio to b at concurrency c
+        e = {(x["a"], x["b"]): x["levels"] for x in run["comparisons"]}[a, b][c]
+        return "faster" if e["low"] > 1 else "slower" if e["high"] < 1 else "on par"
+
+    assert [said(shared, "vllm-hd", "vllm", c) for c in ("1", "8", "16", "64")] == [
+        "faster", "on par", "on par", "faster"]  # fmt: skip
+    assert [said(shared, "vllm-hd", "vllm-suffix", c) for c in ("1", "8", "16", "64")] == [
+        "on par", "slower", "faster", "faster"]  # fmt: skip
+    assert "faster than plain decoding at 1 and 64 and on par at 8 and 16" in prose
+    assert "on par at 1, behind at 8 (0.81x) and ahead at 16 and 64" in prose
+    for run in (shared, plain):  # what both say
+        assert said(run, "vllm-hd", "vllm", "1") == "faster" and said(run, "vllm-hd", "vllm-suffix", "1") == "on par"
+        assert said(run, "vllm-hd", "vllm-suffix", "16") != "slower"
+    assert (
+        "faster than plain decoding at concurrency 1, on par with SuffixDecoding at 1, and not behind it at 16" in prose
+    )
+
+
+def test_what_docs_serving_says_of_todays_host_cost_holds():
+    """docs/serving.md: the proposer's host time a step at 256 rows of 4k tokens with today's rule,
+    against vLLM's n-gram proposer's (the issue's bound: twice), and the 32k-token index."""
+    data = json.loads((RESULTS / "xeon-amx" / "proposer_cost_sources.json").read_text())
+    [cell] = [c for c in data["cells"] if (c["rows"], c["context"]) == (256, 4096)]
+    ms, ratio = cell["step_ms"], cell["hd_over_ngram"]
+    doc = " ".join((ROOT / "docs" / "serving.md").read_text(encoding="utf-8").split())
+    assert (
+        f"{ms['hd']:.2f} ms a step against the n-gram proposer's {ms['ngram']:.2f}, {ratio['value']:.2f}x "
+        f"[{ratio['low']:.2f}, {ratio['high']:.2f}], and a 32k-token request indexed in {data['index_32k_ms']:.1f} ms"
+    ) in doc
+    assert ratio["high"] < 2

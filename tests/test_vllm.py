@@ -180,8 +180,9 @@ def test_hd_as_vllms_proposer_under_a_servers_workloads_answers_as_plain_vllm(vl
 
 def test_vllm_serve_starts_with_hds_proposer_and_answers_under_a_bounded_load(vllm_python, tmp_path):
     """benchmarks/served_load.py on eight repetitive questions, once over: a fresh `vllm serve` with
-    plain decoding and one with hdlib's proposer (started by `hdlib serve`, as a user starts it), each
-    sent 4 requests by `vllm bench serve` at concurrency 1 and 4 others at 4, stopped after; every
+    plain decoding and one with hdlib's proposer (started by `hdlib serve`, as a user starts it), up
+    side by side (`--together`), each sent 4 requests by `vllm bench serve` at concurrency 1 and 4
+    others at 4, in turned orders, stopped after; every
     question sent once per method. With HD the server accepted drafts at both and answered every
     request as plain decoding did at concurrency 1, and the paired comparison covers every question.
     (Its numbers are no measurement: the served benchmark's committed run is.)"""
@@ -199,7 +200,7 @@ def test_vllm_serve_starts_with_hds_proposer_and_answers_under_a_bounded_load(vl
     run = subprocess.run(
         [sys.executable, "-m", "benchmarks.served_load", "--questions", str(questions), "--per-task", "8",
          "--max-new-tokens", "32", "--methods", "vllm,vllm-hd", "--concurrency", "1,4", "--requests", "4",
-         "--repeats", "1", "--out", str(out)],
+         "--repeats", "1", "--together", "--out", str(out)],
         cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=1500,
     )  # fmt: skip
     assert run.returncode == 0, run.stderr[-3000:]
@@ -221,7 +222,8 @@ def test_vllm_serve_starts_with_hds_proposer_and_answers_under_a_bounded_load(vl
     [compared] = data["comparisons"]
     assert (compared["a"], compared["b"]) == ("vllm-hd", "vllm")
     assert {e["n"] for e in compared["levels"].values()} == {4}
-    assert sorted(map(sorted, data["orders"])) == [["vllm", "vllm-hd"]]
+    assert data["together"] and len(data["orders"]) == 2  # both servers up, one order per concurrency, turned
+    assert data["orders"][1] == data["orders"][0][::-1] and sorted(data["orders"][0]) == ["vllm", "vllm-hd"]
 
 
 def test_importing_the_proposer_in_vllms_environment_loads_no_numba(vllm_python):

@@ -24,6 +24,7 @@ the row gets no draft, and the log says once which tier failed and why.
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections import OrderedDict
@@ -37,7 +38,7 @@ from hdlib.serving.gate import Gate
 from hdlib.serving.index import ContextIndex
 from hdlib.serving.length import EXPLORE, SCALE, Acceptance, StepCost, outcome, worth
 from hdlib.tiers import DraftTier, ModelTier, StatisticsTier
-from hdlib.tiers.base import Proposal, check_tokens
+from hdlib.tiers.base import check_tokens
 
 log = logging.getLogger(__name__)
 
@@ -213,8 +214,9 @@ class ChainDrafter:
             if len(chain) >= want:
                 break
             if letter == "C":
-                offers = [Proposal(tuple(state.context.draft(min(want, CONTEXT_DRAFT)).tolist()),
-                                   state.context.match_length)]  # fmt: skip
+                offers: list[tuple[Sequence[int], int]] = [
+                    (state.context.draft(min(want, CONTEXT_DRAFT)).tolist(), state.context.match_length)
+                ]
             else:
                 tier = self.offline[letter]
                 if chain and len(chain) >= longest_draft(tier):
@@ -223,16 +225,16 @@ class ChainDrafter:
                     continue  # at this batch's rate, its lookup costs more than it adds
                 tail = tokens[-TAIL:].tolist() if tail is None else tail
                 start = time.perf_counter()
-                offers = tier.propose(tail, want)
+                offers = [(p.tokens, p.key_length) for p in tier.propose(tail, want)]
                 if self.gate is not None:
                     self.gate.took(letter, time.perf_counter() - start)
                     state.asked.append(letter)
                 if self.vocab_size is not None:
-                    check_tokens(tier, [t for offer in offers for t in offer.tokens], self.vocab_size)
-            for offer in offers:
-                if len(offer.tokens) > len(chain) and list(offer.tokens[: len(chain)]) == chain:
-                    sources += [source(letter, offer)] * (min(len(offer.tokens), want) - len(chain))
-                    chain = list(offer.tokens[:want])
+                    check_tokens(tier, [t for offer, _ in offers for t in offer], self.vocab_size)
+            for offer, matched in offers:
+                if len(offer) > len(chain) and list(offer[: len(chain)]) == chain:
+                    sources += [source(letter, matched)] * (min(len(offer), want) - len(chain))
+                    chain = list(offer[:want])
         self.chains += 1
         whole = cost is None or self.chains % EXPLORE == 0  # (now and then, to learn what is seldom drafted)
         keep = len(chain) if whole else worth(sources, state.last, self.acceptance, cost)
@@ -279,11 +281,12 @@ class ChainDrafter:
             )
 
 
-def source(letter: str, proposal: Proposal) -> str:
+@functools.cache
+def source(letter: str, matched: int) -> str:
     """Where a draft came from, as its chance of acceptance is learned (`Acceptance`): the tier's
-    letter and how long a match its draft followed (1, 2, 3, 4, then 5 for 5 to 7, 8 for 8 to 15 and
-    16 for more; nothing where the tier does not say)."""
-    k = proposal.key_length
+    letter and how long a match its draft followed (`matched` tokens, in classes 1, 2, 3, 4, then 5
+    for 5 to 7, 8 for 8 to 15 and 16 for more; nothing where the tier does not say: 0)."""
+    k = matched
     return f"{letter}{k if k <= 4 else 5 if k < 8 else 8 if k < 16 else 16}" if k else letter
 
 

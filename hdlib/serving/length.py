@@ -132,6 +132,8 @@ class Acceptance:
         """a_1 .. a_n (at least) of drafts from `source` after a chain that fared `last`."""
         cached = self._rates.setdefault((source[0], last), {})
         known = cached.setdefault(source, [])
+        if len(known) >= n:
+            return known
         coarse = self.rates(source[0], last, n) if len(source) > 1 else None
         while len(known) < n:
             j = len(known) + 1
