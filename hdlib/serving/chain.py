@@ -286,8 +286,9 @@ def source(letter: str, matched: int) -> str:
     """Where a draft came from, as its chance of acceptance is learned (`Acceptance`): the tier's
     letter and how long a match its draft followed (`matched` tokens, in classes 1, 2, 3, 4, then 5
     for 5 to 7, 8 for 8 to 15 and 16 for more; nothing where the tier does not say: 0)."""
-    k = matched
-    return f"{letter}{k if k <= 4 else 5 if k < 8 else 8 if k < 16 else 16}" if k else letter
+    if not matched:
+        return letter
+    return f"{letter}{matched if matched <= 4 else 5 if matched < 8 else 8 if matched < 16 else 16}"
 
 
 def longest_draft(tier: DraftTier) -> float:

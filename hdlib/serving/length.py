@@ -164,7 +164,7 @@ def outcome(proposed: int, accepted: int) -> int:
 def worth(sources: Sequence[str], last: int, acceptance: Acceptance, cost: Sequence[float]) -> int:
     """How many of a chain's drafts (the j-th from `sources[j - 1]`) to verify: the prefix
     whose drafts add the most, the k-th adding p_k - cost[k - 1] (tokens a step, net of what its
-    verification costs in the step's tokens: c_k(R) E). The longest such prefix wins a tie; none, if
+    verification costs in the step's tokens: c_k(R) E / L). The longest such prefix wins a tie; none, if
     no prefix adds more than it costs. `cost` must not fall after its second draft (so that once p_k
     is below it, no later draft adds anything)."""
     p, total, best, best_k = 1.0, 0.0, 0.0, 0

@@ -21,9 +21,10 @@ a row only where its lookup pays at the batch's rate (`hdlib.serving.gate`: alon
 always, among hundreds of rows seldom).
 Of the chain (at most `num_speculative_tokens`), a row is given the prefix whose drafts are worth
 verifying at the batch's size (`hdlib.serving.length`): each draft's chance of acceptance, learned
-while serving per tier and the length of the match it followed, position and how the row's last chain
-fared, against what one more draft token adds to a step of that many rows, from the step times measured on this machine
-(`HDLIB_VLLM_STEP_COST` names another machine's: run `benchmarks/vllm_step_cost.py` there).
+while serving per tier and the length of the match it followed, position and how the row's last
+chain fared, against what one more draft token adds to a step of that many rows, from the step
+times measured on this machine (`HDLIB_VLLM_STEP_COST` names another machine's: run
+`benchmarks/vllm_step_cost.py` there).
 
 The module imports numpy and hdlib's tiers only (no torch, no transformers, no `hdlib.bench`, and
 numba, which vLLM depends on, only once the first context index is made): every vLLM worker imports
