@@ -144,7 +144,9 @@ def test_hd_as_vllms_proposer_under_a_servers_workloads_answers_as_plain_vllm(vl
     questions together behind one shared system prompt (the cache too small: requests are preempted
     and recomputed), then the same 32 each behind a system prompt of its own; eight streams dropped by
     their clients midway; n=4 sampling; 24 requests one at a time. Every greedy answer is plain vLLM's,
-    HD's MAT with the shared prompt is within 10 % of its MAT with prompts of their own, and the
+    HD's MAT with the shared prompt is at most 10 % below its MAT with prompts of their own (requests
+    that took each other's state behind a shared prompt would draft another's text: fewer tokens
+    accepted; a higher MAT there is no such defect: measured 1.75 against 1.58 once), and the
     proposer holds a state only for requests of the engine's last step: the dropped streams' states go
     at the step after."""
     text = load_text(DEFAULT_MODEL)
@@ -170,7 +172,7 @@ def test_hd_as_vllms_proposer_under_a_servers_workloads_answers_as_plain_vllm(vl
     reporter = request.config.pluginmanager.get_plugin("terminalreporter")
     if reporter is not None:
         reporter.write_line(line)
-    assert mat["own"] > 1.2 and abs(mat["shared"] / mat["own"] - 1) <= 0.10, line
+    assert mat["own"] > 1.2 and mat["shared"] >= 0.9 * mat["own"], line
     assert all(seen == 4 for seen in hd["cancelled"]) and len(hd["siblings"]) == 4
     assert all(len(a) <= 32 for a in hd["siblings"]) and len({tuple(a) for a in hd["siblings"]}) > 1
     states = hd["states"]

@@ -11,6 +11,7 @@ from types import SimpleNamespace
 import numpy as np
 
 os.environ["HDLIB_VLLM_TIERS"] = "C"  # no database, no tokenizer: the proposer's binding alone
+os.environ["HDLIB_VLLM_COST_SCALE"] = "0"  # every draft the context gives: the chains are the tokens', not the rule's
 
 from vllm.v1.worker.gpu_model_runner import GPUModelRunner  # noqa: E402
 
