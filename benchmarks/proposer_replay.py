@@ -42,10 +42,11 @@ from benchmarks.markdown import code, f1, f2, table
 from hdlib.bench.intervals import Estimate, geometric_mean, ratio_of_sums, verdict
 from hdlib.bench.serving import HD, VLLM_METHODS
 from hdlib.engine.loop import DecodeSettings, run
+from hdlib.errors import HDError
 from hdlib.models.loading import LoadedModel
 from hdlib.serving.chain import CONTEXT_KEYS, ChainDrafter
 from hdlib.serving.length import SCALE, StepCost
-from hdlib.serving.proposer import offline_tiers, tier_order
+from hdlib.serving.proposer import cost_scale, offline_tiers, tier_order
 from hdlib.store import write_text_atomic
 
 SUFFIX_SETTINGS = {"max_tree_depth": 24, "max_spec_factor": 1.0, "min_token_prob": 0.1}  # vLLM's, as bench runs it
@@ -119,10 +120,10 @@ def proposer_for(name: str, lm: LoadedModel, rows: int | None = None) -> HDChain
         keys = (int(key), CONTEXT_KEYS[1]) if key else CONTEXT_KEYS
         size = size or str(VLLM_METHODS[HD]["num_speculative_tokens"])
         try:
-            weight = float(scale) if scale else SCALE
-        except ValueError:
-            weight = -1.0
-        if weight >= 0:
+            weight = cost_scale(scale or None)
+        except HDError:
+            weight = None
+        if weight is not None:
             return HDChainProposer(lm, tier_order(order or None), int(size), keys, weight, rows)
     raise SystemExit(
         f"--methods: unknown proposer {name!r} (hd, hd:ORDER, each with an optional +key=N of 1 to 4, then "
@@ -154,7 +155,7 @@ def step_time_at(rows: int) -> Callable[[int], float]:
     """A step's time with one row's chain of K drafts, in a step of `rows` rows each with such a chain,
     over a step with no drafts (the measured step cost, `hdlib.serving.length.StepCost`)."""
     cost = StepCost.measured()
-    return lambda drafts: 1 + rows * sum(cost.marginal(rows, k) for k in range(1, drafts + 1))
+    return lambda drafts: 1 + rows * cost.spent(rows, drafts)
 
 
 def plain_answers(lm: LoadedModel, questions: Sequence[Any], max_new_tokens: int) -> list[Turn]:

@@ -86,7 +86,13 @@ def turn_order(methods: Sequence[str], seed: int, repeat: int) -> list[str]:
     that over as many repeats as methods each method runs in every place once."""
     order = list(methods)
     random.Random(f"served/{seed}").shuffle(order)
-    return order[repeat % len(order) :] + order[: repeat % len(order)]
+    return turned(order, repeat)
+
+
+def turned(order: Sequence[str], places: int) -> list[str]:
+    """`order` turned by `places` places: its first `places` (mod its length) moved to its end."""
+    k = places % len(order)
+    return [*order[k:], *order[:k]]
 
 
 def summarize(levels: Mapping[str, Any], reference: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -197,9 +203,8 @@ def main() -> None:
                 urls = {m: servers.enter_context(vllm_server(lm.source, m, folders[m] / "server.log", SERVER_ARGS))
                         for m in order}  # fmt: skip
                 for i, c in enumerate(levels):
-                    turned = order[i % len(order) :] + order[: i % len(order)]
-                    orders.append(turned)
-                    for method in turned:
+                    orders.append(turned(order, i))
+                    for method in orders[-1]:
                         serve(r, method, urls[method], c, folders[method])
     summary = {
         m: {c: summarize(runs[m][c], runs["vllm"][c] if m != "vllm" else None) for c in runs[m]} for m in methods

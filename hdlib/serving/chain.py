@@ -192,7 +192,7 @@ class ChainDrafter:
 
     def spent(self, rows: int, drafts: int) -> float:
         """What a row's `drafts` draft tokens add to a step of `rows` rows, over the step with no drafts."""
-        return sum(self.marginal(rows)[:drafts])
+        return self.cost.spent(rows, drafts)
 
     def chain(self, state: Request, tokens: np.ndarray, emitted: int, cost: Sequence[float] | None = None) -> list[int]:
         """The chain for a request whose row holds `tokens` and just emitted `emitted` of them (the

@@ -62,6 +62,7 @@ class StepCost:
     """Milliseconds a step by batch size (rows) and draft tokens a row; the relative marginal cost."""
 
     ms: Mapping[int, Mapping[int, float]]
+    _spent: dict[int, list[float]] = field(default_factory=dict, repr=False, compare=False)  # by rows: c_1 + .. c_K
 
     def __post_init__(self) -> None:
         if not self.ms or any(len(by_k) < 2 or 0 not in by_k or by_k[0] <= 0 for by_k in self.ms.values()):
@@ -90,6 +91,14 @@ class StepCost:
         lo = sizes[sizes.index(hi) - 1]
         w = (math.log(rows) - math.log(lo)) / (math.log(hi) - math.log(lo))
         return (1 - w) * self._at(lo, k) + w * self._at(hi, k)
+
+    def spent(self, rows: int, drafts: int) -> float:
+        """What a row's `drafts` draft tokens add to a step of `rows` rows, over the step with no
+        drafts: c_1(rows) + ... + c_drafts(rows)."""
+        known = self._spent.setdefault(rows, [0.0])
+        while len(known) <= drafts:
+            known.append(known[-1] + self.marginal(rows, len(known)))
+        return known[drafts]
 
     def _at(self, rows: int, k: int) -> float:
         """c_k at a measured batch size: the first draft, what K = 1 costs over K = 0; each later one,
