@@ -125,15 +125,21 @@ def test_hds_proposer_in_vllm_takes_its_tier_order_in_its_name():
             Method.parse(bad)
 
 
-def test_hds_proposer_in_vllm_takes_the_weight_of_its_drafts_cost_in_its_name():
+def test_hds_proposer_in_vllm_takes_its_drafts_cost_and_clock_in_its_name():
     from hdlib.bench.serving import vllm_method
-    from hdlib.serving.proposer import COST_SCALE_ENV, TIERS_ENV
+    from hdlib.serving.proposer import CLOCK_ENV, COST_SCALE_ENV, TIERS_ENV
 
     assert vllm_method("vllm-hd+cost=0.5") == ("vllm-hd", {COST_SCALE_ENV: "0.5"})
     assert vllm_method("vllm-hd:SC+cost=2") == ("vllm-hd", {TIERS_ENV: "SC", COST_SCALE_ENV: "2.0"})
-    assert Method.parse("vllm-hd+cost=0").serving and vllm_method("hd+cost=1") is None
+    assert vllm_method("vllm-hd+clock=0") == ("vllm-hd", {CLOCK_ENV: "0"})
+    assert vllm_method("vllm-hd:CS+clock=1+cost=1.5") == (
+        "vllm-hd", {TIERS_ENV: "CS", CLOCK_ENV: "1", COST_SCALE_ENV: "1.5"}
+    )  # fmt: skip
+    assert Method.parse("vllm-hd+cost=0").serving and Method.parse("vllm-hd+clock=0").serving
+    assert vllm_method("hd+cost=1") is None
     for bad, message in [("vllm-hd+cost=-1", "at least 0"), ("vllm-hd+cost=x", "at least 0"),
-                         ("vllm-suffix+cost=1", "only vllm-hd")]:  # fmt: skip
+                         ("vllm-hd+clock=2", "0 or 1"), ("vllm-hd+speed=1", "0 or 1"),
+                         ("vllm-suffix+cost=1", "only vllm-hd"), ("vllm+clock=0", "only vllm-hd")]:  # fmt: skip
         with pytest.raises(HDError, match=message):
             vllm_method(bad)
 

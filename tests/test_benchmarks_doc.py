@@ -172,7 +172,7 @@ def test_docs_serving_tables_are_the_committed_vllm_runs():
     prose = served_table_is(text, text.index("### Served, under load"), served)
     for m, name in [("vllm", "plain"), ("vllm-suffix", "`vllm-suffix`"), ("vllm-hd", "`vllm-hd`")]:
         assert f"{served['summary'][m]['16']['ttft_ms_p50'] / 1e3:.1f} s for {name}" in prose, m
-    for name, title in [("served_load_report_derived", "### Served at concurrency 1 to 64"),
+    for name, title in [("served_load_report_derived", "### Before the clock: served at concurrency 1 to 64"),
                         ("served_load_report", "### The rule's first try")]:  # fmt: skip
         report = json.loads((RESULTS / "xeon-amx" / f"{name}.json").read_text())
         prose = served_table_is(text, text.index(title), report)
@@ -322,9 +322,49 @@ def test_the_cost_weight_is_the_dev_halfs_choice_as_the_docs_say():
         assert replayed > 1 >= at_64[served_name]["low"], served_name  # modelled faster; served, not faster
 
 
+def verdicts(run: dict, a: str, b: str) -> list[str]:
+    """a's paired ratio to b at each concurrency of `run`: faster, slower or on par (the interval holds 1)."""
+    levels = {(x["a"], x["b"]): x["levels"] for x in run["comparisons"]}[a, b]
+    return ["faster" if e["low"] > 1 else "slower" if e["high"] < 1 else "on par" for e in levels.values()]
+
+
+def test_what_docs_serving_says_of_the_report_run_with_the_clock_holds():
+    """docs/serving.md: today's `vllm-hd` on the report half: faster than plain decoding at 1, 8 and
+    64, on par at 16; on par with SuffixDecoding at 1 and 8, ahead at 64, behind at 16; its table,
+    ratios and step times as committed."""
+    text = (ROOT / "docs" / "serving.md").read_text(encoding="utf-8")
+    run = json.loads((RESULTS / "xeon-amx" / "served_load_report_clock.json").read_text())
+    assert "--split report" in run["command"] and run["together"] and run["concurrency"] == [1, 8, 16, 64]
+    prose = served_table_is(text, text.index("#### Served on the report half with the clock"), run)
+    assert verdicts(run, "vllm-hd", "vllm") == ["faster", "faster", "on par", "faster"]
+    assert verdicts(run, "vllm-hd", "vllm-suffix") == ["on par", "on par", "slower", "faster"]
+    assert "**The issue's target is met at concurrency 1, 8 and 64, and at 16 against plain decoding, not" in prose
+    at_64 = {m: run["summary"][m]["64"] for m in run["summary"]}
+    assert (
+        f"{at_64['vllm-hd']['tpot_ms_p50']:.0f} ms with `vllm-hd`, against {at_64['vllm']['tpot_ms_p50']:.0f} ms plain"
+        in prose
+    )
+    for m in ("vllm-hd", "vllm-suffix"):
+        step = at_64[m]["tpot_ms_p50"] * at_64[m]["mat"]["value"] / at_64["vllm"]["tpot_ms_p50"]
+        assert f"{step:.2f} times plain's, for {at_64[m]['mat']['value']:.2f}" in prose, m
+    before = json.loads((RESULTS / "xeon-amx" / "served_load_report_derived.json").read_text())
+    at_16 = [
+        f"{c['levels']['16']['value']:.2f}x"
+        for r in (before, run)
+        for b in ("vllm", "vllm-suffix")
+        for c in r["comparisons"]
+        if (c["a"], c["b"]) == ("vllm-hd", b)
+    ]
+    assert (
+        f"there `vllm-hd` was {at_16[0]} plain's speed and {at_16[1]} SuffixDecoding's, here {at_16[2]} and {at_16[3]}"
+        in prose
+    )
+
+
 def test_what_docs_serving_says_of_the_target_holds():
-    """docs/serving.md: with today's rule `vllm-hd` is faster than plain decoding at concurrency 1, 8
-    and 16 and on par with SuffixDecoding there (the interval holds 1); at 64 slower than both."""
+    """docs/serving.md: with the rule before the clock `vllm-hd` is faster than plain decoding at
+    concurrency 1, 8 and 16 and on par with SuffixDecoding there (the interval holds 1); at 64 slower
+    than both."""
     served = json.loads((RESULTS / "xeon-amx" / "served_load_report_derived.json").read_text())
     ratio = {(c["a"], c["b"]): c["levels"] for c in served["comparisons"]}
     for c in ("1", "8", "16"):
@@ -334,6 +374,23 @@ def test_what_docs_serving_says_of_the_target_holds():
     doc = " ".join((ROOT / "docs" / "serving.md").read_text(encoding="utf-8").split())
     assert "**The issue's target is met at concurrency 1, 8 and 16, and not at 64.**" in doc
     assert f"(its upper end {ratio['vllm-hd', 'vllm']['64']['high']:.3f})" in doc
+
+
+def test_what_docs_serving_says_of_the_clocks_choice_holds():
+    """docs/serving.md: the clock was chosen on the dev half, where `vllm-hd` with it was faster than
+    without it at every concurrency and on par with plain decoding at 64, drafting less there."""
+    text = (ROOT / "docs" / "serving.md").read_text(encoding="utf-8")
+    dev = json.loads((RESULTS / "xeon-amx" / "served_load_dev_clock.json").read_text())
+    assert "--split dev" in dev["command"] and dev["together"]
+    prose = served_table_is(text, text.index("### The clock: a draft's cost learned"), dev)
+    ratio = {(c["a"], c["b"]): c["levels"] for c in dev["comparisons"]}
+    assert all(e["low"] > 1 for e in ratio["vllm-hd", "vllm-hd+clock=0"].values())
+    assert "faster than without it at every concurrency" in prose
+    at_64 = ratio["vllm-hd", "vllm"]["64"]
+    assert at_64["low"] <= 1 <= at_64["high"] and "on par with plain decoding (the interval holds 1)" in prose
+    mat = {m: dev["summary"][m]["64"]["mat"]["value"] for m in ("vllm-hd", "vllm-hd+clock=0")}
+    assert mat["vllm-hd"] < mat["vllm-hd+clock=0"]
+    assert f"(MAT {mat['vllm-hd']:.2f} against {mat['vllm-hd+clock=0']:.2f})" in prose
 
 
 def test_what_docs_serving_says_of_the_shared_prompt_run_holds():

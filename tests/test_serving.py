@@ -25,7 +25,7 @@ from hdlib.engine.loop import DecodeSettings, run
 from hdlib.errors import HDError
 from hdlib.serving.chain import ChainDrafter
 from hdlib.serving.index import REACH, ContextIndex
-from hdlib.serving.length import EXPLORE, SCALE, StepCost
+from hdlib.serving.length import EXPLORE, FADE, SCALE, StepClock, StepCost
 from hdlib.serving.proposer import HDProposer, cost_scale, state_bytes, tier_order
 from hdlib.tiers import ContextSettings, ContextTier, DraftTier, StatisticsSettings, StatisticsTier, Tier
 
@@ -123,6 +123,35 @@ def test_a_draft_costs_less_after_a_step_its_drafts_made_slower():
     chains = drafter.propose([[2]] * 16, np.array([8] * 16), text)
     assert drafter.load == pytest.approx(1 + sum(drafter.spent(16, len(c)) for c in chains)) and drafter.load > 1
     assert drafter.costs(16, 32) == pytest.approx([c / drafter.load for c in before])
+
+
+def test_the_drafter_times_only_steps_that_decoded_and_weighs_drafts_by_what_they_cost_served():
+    """With a clock, the time from one call's return to the next is the step that verified the first
+    call's drafts; it is seen only where no request entered (its prompt was in that step) and no row
+    was part of a prefill. Once the clock has learned that drafts cost rho times the measured, a
+    draft's cost is rho c_k E / (1 + rho M)."""
+    now = [0.0]
+    cost = StepCost.measured()
+    clock = StepClock(cost, now=lambda: now[0])
+    drafter = ChainDrafter([], "C", max_len=4, clock=clock)
+    text = np.array([[1, 2, 3, 1, 2, 3, 1, 2, 3, 1]] * 40, dtype=np.int32)
+    ids = [f"r{i}" for i in range(40)]
+
+    def step(rows: int, seconds: float, emitted: list[list[int]] | None = None) -> None:
+        now[0] += seconds
+        drafter.propose(emitted or [[2]] * rows, np.array([10] * rows), text[:rows], ids[:rows], set(ids))
+
+    step(32, 1.0)  # the first call: nothing to time
+    step(32, 0.5)  # the same requests: seen
+    step(33, 0.5)  # r32 entered: its prefill was in this step
+    step(33, 0.5, [[2]] * 32 + [[]])  # a row emitted nothing: a prefill's chunk
+    step(32, 0.5)  # seen
+    assert clock.seen(32) == pytest.approx(1 + FADE)  # two steps seen, the older faded
+    plain = ChainDrafter([], "C", max_len=4)
+    plain.load = drafter.load
+    clock.fit = lambda rows: (1.0, 2.0)  # (as though it had learned that drafts cost twice the measured)
+    doubled = [2 * c for c in plain.costs(40, 60, load=1 + 2 * (drafter.load - 1))]
+    assert drafter.costs(40, 60) == pytest.approx(doubled)
 
 
 def test_a_row_verifies_the_prefix_its_drafts_pay_for_at_the_batch_size():

@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from hdlib.errors import HDError
-from hdlib.serving.length import MEASURED, MEMORY, PRIOR, Acceptance, StepCost, outcome, worth
+from hdlib.serving.length import MEASURED, MEMORY, PRIOR, SURE, Acceptance, StepClock, StepCost, outcome, worth
 
 RESULTS = Path(__file__).resolve().parents[1] / "benchmarks" / "results" / "xeon-amx"
 
@@ -133,3 +133,44 @@ def test_what_the_docs_say_a_draft_must_be_worth_holds():
         assert f"from {first:.2f} and each later one from {later:.2f}" in doc or (
             f"from a chance of {first:.2f} and each later one from {later:.2f}" in doc
         )
+
+
+def served_steps(clock: StepClock, kappa: float, rho: float, steps: int, rows: int = 48, noise: float = 0.0) -> None:
+    """`steps` steps of `rows` rows, their drafts' modelled load M spread over 0.1 to 0.6, each taking
+    kappa T0 (1 + rho M) (times 1 plus or minus `noise`, alternately)."""
+    for i in range(steps):
+        drafted = 0.1 + 0.5 * ((i * 7) % 11) / 10
+        ms = kappa * clock.cost.plain(rows) * (1 + rho * drafted) * (1 + noise * (-1) ** i)
+        clock.see(rows, drafted, ms / 1e3)
+
+
+def test_the_clock_learns_what_the_served_steps_cost_over_the_measured():
+    """Steps whose no-draft time is 0.7 of the measured and whose drafts cost twice the measured: the
+    clock's line gives kappa 0.7 and rho 2 for their batch size's class (32 to 63 rows), nothing for
+    another class, and nothing before 8 steps."""
+    clock = StepClock(StepCost.measured())
+    served_steps(clock, 0.7, 2.0, 7)
+    assert clock.fit(48) is None
+    served_steps(clock, 0.7, 2.0, 200)
+    kappa, rho = clock.fit(48)
+    assert kappa == pytest.approx(0.7, rel=1e-3) and rho == pytest.approx(2.0, rel=1e-3)
+    assert clock.fit(33) == clock.fit(63) and clock.fit(64) is None and clock.fit(16) is None
+
+
+def test_the_clock_says_nothing_of_steps_that_drafted_alike_and_shrinks_a_noisy_rho_to_the_measured():
+    alike = StepClock(StepCost.measured())
+    for _ in range(50):
+        alike.see(8, 0.3, 0.2)
+    assert alike.fit(8) is None  # no spread in M: no line
+    noisy, quiet = StepClock(StepCost.measured()), StepClock(StepCost.measured())
+    served_steps(noisy, 1.0, 3.0, 12, noise=0.3)
+    served_steps(quiet, 1.0, 3.0, 12, noise=0.0)
+    assert quiet.fit(48)[1] == pytest.approx(3.0, rel=1e-3)
+    assert 1.0 < noisy.fit(48)[1] < 2.5  # a line through few noisy steps, pulled towards 1 (prior sd SURE)
+    assert SURE == 0.5
+
+
+def test_the_plain_step_is_interpolated_in_log_rows():
+    cost = StepCost({1: {0: 100.0, 1: 110.0}, 16: {0: 400.0, 1: 500.0}})
+    assert cost.plain(1) == 100.0 and cost.plain(16) == 400.0 and cost.plain(4) == pytest.approx(200.0)
+    assert cost.plain(32) == 800.0  # past the measured sizes: in proportion to the rows

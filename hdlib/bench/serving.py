@@ -37,7 +37,7 @@ from typing import Any
 from hdlib.databases.answerers import shut_down
 from hdlib.errors import HDError
 from hdlib.models.loading import LoadedModel
-from hdlib.serving.proposer import COST_SCALE_ENV, TIERS_ENV, cost_scale, tier_order
+from hdlib.serving.proposer import CLOCK_ENV, COST_SCALE_ENV, TIERS_ENV, clock_on, cost_scale, tier_order
 
 # method name -> vLLM's speculative_config (None: plain decoding)
 VLLM_METHODS: dict[str, dict[str, Any] | None] = {
@@ -50,20 +50,27 @@ VLLM_METHODS: dict[str, dict[str, Any] | None] = {
     "vllm-hd": {"method": "custom_class", "model": "hdlib.serving.proposer.HDProposer", "num_speculative_tokens": 16},
 }
 HD = "vllm-hd"  # and `vllm-hd:ORDER`: the proposer's tiers by letter, in the order asked; `+cost=X`: COST_SCALE_ENV
+HD_OPTIONS = {"cost": COST_SCALE_ENV, "clock": CLOCK_ENV}  # vllm-hd+NAME=VALUE: its engine's environment
+
+
 def vllm_method(name: str) -> tuple[str, dict[str, str]] | None:
     """A vLLM method's entry in VLLM_METHODS and the environment its engine starts with (`vllm-hd:SC`:
     `vllm-hd`, asking the statistics tier, then the context tier; `vllm-hd+cost=0.5`: its draft tokens'
-    cost weighed by 0.5); None for a name that is not vLLM's."""
-    head, plus, scale = name.partition("+cost=")
+    cost weighed by 0.5; `vllm-hd+clock=0`: that cost as measured, not learned from the served steps);
+    None for a name that is not vLLM's."""
+    head, *options = name.split("+")
     base, colon, order = head.partition(":")
-    if plus and base != HD:
+    if options and base != HD:
         if base in VLLM_METHODS:
-            raise HDError(f"method {name!r}: only {HD} takes +cost=X")
+            raise HDError(f"method {name!r}: only {HD} takes +cost=X or +clock=0|1")
         return None
-    try:
-        env = {COST_SCALE_ENV: str(cost_scale(scale))} if plus else {}
-    except HDError:
-        raise HDError(f"method {name!r}: {HD}+cost=X takes a number of at least 0") from None
+    env: dict[str, str] = {}
+    for option in options:
+        key, _, value = option.partition("=")
+        try:
+            env[HD_OPTIONS[key]] = str(cost_scale(value)) if key == "cost" else str(int(clock_on(value)))
+        except (KeyError, HDError):
+            raise HDError(f"method {name!r}: {HD}+cost=X takes a number of at least 0, +clock= 0 or 1") from None
     if base == HD and colon:
         try:
             return base, {TIERS_ENV: tier_order(order), **env}

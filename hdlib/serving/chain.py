@@ -36,7 +36,7 @@ import numpy as np
 from hdlib.errors import HDError
 from hdlib.serving.gate import Gate
 from hdlib.serving.index import ContextIndex
-from hdlib.serving.length import EXPLORE, SCALE, Acceptance, StepCost, outcome, worth
+from hdlib.serving.length import EXPLORE, SCALE, Acceptance, StepClock, StepCost, outcome, worth
 from hdlib.tiers import DraftTier, ModelTier, StatisticsTier
 from hdlib.tiers.base import check_tokens
 
@@ -83,6 +83,7 @@ class ChainDrafter:
         vocab_size: int | None = None,
         keys: tuple[int, int] = CONTEXT_KEYS,
         gate: Gate | None = None,
+        clock: StepClock | None = None,
     ) -> None:
         if max_len < 1 or max_bytes < 1 or not scale >= 0:
             raise HDError(
@@ -97,8 +98,11 @@ class ChainDrafter:
         self.scale = scale  # that cost's weight in the rule (1: as derived; 0: every draft the tiers give)
         self.acceptance = Acceptance()  # a_j, learned from every request's chains
         self.chains = 0  # chains drafted
+        self.made = 0  # states made (a request new to the drafter: its prompt was in the step before)
         self._marginal: dict[int, list[float]] = {}  # by batch size: c_k for k = 1..max_len
         self.load = 1.0  # the last step's time over a step with no drafts, as the step cost models it
+        self.clock = clock  # what the served steps cost, learned from their times (None: as measured)
+        self._ended: float | None = None  # when the last call returned (the engine's step runs until the next)
         self.vocab_size = vocab_size  # a draft token outside 0..vocab_size - 1 is a tier's failure
         self.keys = keys  # the context index's shortest and longest key
         self.gate = gate  # whether an offline tier's lookup pays at this batch's rate (None: always ask)
@@ -124,6 +128,7 @@ class ChainDrafter:
         token). `req_ids` names the rows' requests and `alive` every request the engine still holds
         (None: unknown, the states are found by their tokens and let go by the byte bound). A row's chain
         is what its drafts are worth at this batch's size and the tokens it emitted."""
+        began = self.clock.now() if self.clock is not None else 0.0
         emitted = sum(len(sampled) for sampled in sampled_token_ids)
         if self.gate is not None:
             self.gate.step(emitted)
@@ -134,6 +139,7 @@ class ChainDrafter:
         cost = self.costs(len(rows), emitted)
         chains: list[list[int]] = [[] for _ in sampled_token_ids]
         taken: set[int] = set()  # the states given a row this step
+        made = self.made
         for i in rows:
             try:
                 tokens = token_ids[i, : int(num_tokens[i])]
@@ -141,8 +147,11 @@ class ChainDrafter:
                 chains[i] = self.chain(state, tokens, len(sampled_token_ids[i]), cost)
             except Exception as error:  # noqa: BLE001  (a tier's failure costs its row a draft, not the engine)
                 self._say(error)
+        if self.clock is not None and self._ended is not None and self.made == made and len(rows) == len(chains):
+            self.clock.see(len(rows), self.load - 1, began - self._ended)  # a step that only decoded: its time
         self._bound(len(taken))
         self.load = 1 + sum(self.spent(len(rows), len(chains[i])) for i in rows)
+        self._ended = self.clock.now() if self.clock is not None else None
         return chains
 
     def request(
@@ -166,6 +175,7 @@ class ChainDrafter:
                     state = other  # all it holds is the row's beginning, and no other row has it
                     break
         if state is None:
+            self.made += 1
             state = Request(ContextIndex(tokens, *self.keys), req_id if req_id is not None else 0)
             if req_id is None:
                 state.key = id(state)
@@ -180,8 +190,12 @@ class ChainDrafter:
         """What the k-th draft of a row costs, k = 1..max_len, in the tokens of a step of `rows` rows
         that emitted `emitted` tokens in `load` times a step with no drafts (None: the last step's):
         c_k(rows) E / load, times `scale`. (A step that takes T = load T0 yields E / T tokens a second,
-        and the k-th draft adds c_k(rows) T0 to it.)"""
-        weight = self.scale * max(emitted, 1) / (self.load if load is None else load)
+        and the k-th draft adds c_k(rows) T0 to it.) Where the clock has learned that the served steps'
+        drafts cost rho times c_k, each cost is rho times more, and the last step's load 1 + rho M."""
+        fit = self.clock.fit(rows) if self.clock is not None else None
+        rho = 1.0 if fit is None else fit[1]  # the served step's draft cost over the measured, where learned
+        load = 1 + rho * (self.load - 1) if load is None else load
+        weight = self.scale * rho * max(emitted, 1) / load
         return [weight * c for c in self.marginal(rows)]
 
     def marginal(self, rows: int) -> list[float]:

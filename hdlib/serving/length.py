@@ -27,13 +27,19 @@ j and how the row's last chain fared (none or its first draft refused; part acce
 E is the tokens the batch emitted at the step before, and L that step's time over a step with no
 drafts as c_k models it (1 plus the c_k of every draft its rows verified). A weight multiplies the
 cost: 1 is the rule as derived, and `SCALE` was chosen on Spec-Bench's dev half (docs/serving.md).
+
+The measured c_k are one benchmark's: 64 rows of one prompt, in lockstep. A served batch's drafts
+cost its steps more or less than that, so while serving, `StepClock` times the engine's own steps
+and learns, per batch-size class, rho: how much more a draft costs them than c_k says. The k-th
+draft then costs rho c_k(R) E / (1 + rho M), M the c_k of the last step's drafts.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -55,6 +61,8 @@ PRIOR = 0.5  # a_1 assumed before anything is learned (a_j's, j > 1: a_(j-1)'s a
 PRIOR_WEIGHT = 2.0  # ... worth this many chains
 MEMORY = 2000.0  # the chains a rate remembers: past it, the old counts fade by half
 EXPLORE = 64  # one chain in this many is verified whole, so that rates too low to draft are still learned
+FADE = 0.995  # the served steps a clock's fit remembers: each older by one step counts this much less (~200)
+SURE = 0.5  # the prior's spread on how much more (or less) a draft costs served than measured: its sd
 
 
 @dataclass(frozen=True)
@@ -99,6 +107,18 @@ class StepCost:
         while len(known) <= drafts:
             known.append(known[-1] + self.marginal(rows, len(known)))
         return known[drafts]
+
+    def plain(self, rows: int) -> float:
+        """T(rows, 0): milliseconds a step with no drafts, interpolated in log rows (beyond the
+        measured sizes: in proportion to the rows)."""
+        sizes = sorted(self.ms)
+        if rows <= sizes[0] or rows >= sizes[-1]:
+            edge = sizes[0] if rows <= sizes[0] else sizes[-1]
+            return self.ms[edge][0] * (rows / edge if rows > edge else 1.0)
+        hi = next(s for s in sizes if s >= rows)
+        lo = sizes[sizes.index(hi) - 1]
+        w = (math.log(rows) - math.log(lo)) / (math.log(hi) - math.log(lo))
+        return math.exp((1 - w) * math.log(self.ms[lo][0]) + w * math.log(self.ms[hi][0]))
 
     def _at(self, rows: int, k: int) -> float:
         """c_k at a measured batch size: the first draft, what K = 1 costs over K = 0; each later one,
@@ -188,3 +208,55 @@ def worth(sources: Sequence[str], last: int, acceptance: Acceptance, cost: Seque
         if total >= best:
             best, best_k = total, k
     return best_k
+
+
+@dataclass
+class StepClock:
+    """What the served engine's own steps cost, learned while serving, per batch-size class.
+
+    A step of R rows whose drafts the step cost models as adding M = sum of c_k(R) over its rows'
+    drafts (so a load of 1 + M) takes, on the served engine, T = kappa T0(R) (1 + rho M): kappa is
+    how much slower (or faster) a step with no drafts runs than measured, rho how much more a draft
+    costs. A least-squares line of T / T0(R) against M through the steps seen (old ones fading by
+    `FADE` a step) gives both; rho is shrunk towards 1 (the measured cost) by its standard error,
+    with a prior spread of `SURE`. Only steps that no request entered and where every row emitted a
+    token are seen (a prompt's prefill would count as a draft's cost).
+
+    The drafter times a step from its call's return to its next call: the engine's forward pass that
+    verified the drafts it returned, the sampling and the scheduling around it."""
+
+    cost: StepCost
+    now: Callable[[], float] = time.perf_counter  # seconds, the clock the drafter times the steps by
+    _sums: dict[int, list[float]] = field(default_factory=dict, repr=False)  # by class: w, Sx, Sy, Sxx, Sxy, Syy
+
+    def see(self, rows: int, drafted: float, seconds: float) -> None:
+        """A step of `rows` rows with `drafted` = M took `seconds`."""
+        if rows < 1 or not seconds > 0:
+            return
+        y = seconds * 1e3 / self.cost.plain(rows)
+        sums = self._sums.setdefault(rows.bit_length(), [0.0] * 6)
+        for i, value in enumerate((1.0, drafted, y, drafted * drafted, drafted * y, y * y)):
+            sums[i] = sums[i] * FADE + value
+
+    def seen(self, rows: int) -> float:
+        """The steps seen in the class of `rows`, the older counting less (`FADE`)."""
+        return self._sums.get(rows.bit_length(), [0.0])[0]
+
+    def fit(self, rows: int) -> tuple[float, float] | None:
+        """(kappa, rho) for a step of `rows` rows, or None while its class has too few steps to say."""
+        if self.seen(rows) < 8:
+            return None
+        w, sx, sy, sxx, sxy, syy = self._sums[rows.bit_length()]
+        mx, my = sx / w, sy / w
+        vx, cxy, vy = sxx / w - mx * mx, sxy / w - mx * my, syy / w - my * my
+        if vx <= 1e-9:
+            return None  # every step drafted alike: no line through them
+        beta = cxy / vx
+        kappa = my - beta * mx
+        if kappa <= 0:
+            return None
+        residual = max(vy - beta * cxy, 0.0) / max(w - 2, 1.0)
+        se = math.sqrt(residual / vx) / kappa  # of rho = beta / kappa
+        rho = beta / kappa
+        shrunk = (rho / max(se, 1e-9) ** 2 + 1 / SURE**2) / (1 / max(se, 1e-9) ** 2 + 1 / SURE**2)
+        return kappa, max(shrunk, 0.0)

@@ -24,7 +24,8 @@ verifying at the batch's size (`hdlib.serving.length`): each draft's chance of a
 while serving per tier and the length of the match it followed, position and how the row's last
 chain fared, against what one more draft token adds to a step of that many rows, from the step
 times measured on this machine (`HDLIB_VLLM_STEP_COST` names another machine's: run
-`benchmarks/vllm_step_cost.py` there).
+`benchmarks/vllm_step_cost.py` there), scaled by what the engine's own steps, timed while serving,
+say a draft costs them (`HDLIB_VLLM_CLOCK`, on by default).
 
 The module imports numpy and hdlib's tiers only (no torch, no transformers, no `hdlib.bench`, and
 numba, which vLLM depends on, only once the first context index is made): every vLLM worker imports
@@ -49,7 +50,7 @@ from hdlib.errors import HDError
 from hdlib.paths import built_db_path, data_dir
 from hdlib.serving.chain import MAX_BYTES, ChainDrafter
 from hdlib.serving.gate import Gate
-from hdlib.serving.length import SCALE, StepCost
+from hdlib.serving.length import SCALE, StepClock, StepCost
 from hdlib.store import read_meta, tokenizer_fingerprint
 from hdlib.tiers import DraftTier, ModelTier, StatisticsTier, Tier
 
@@ -61,6 +62,7 @@ STATISTICS_DB_ENV = "HDLIB_VLLM_STATISTICS_DB"  # the statistics tier's (default
 STATE_BYTES_ENV = "HDLIB_VLLM_STATE_BYTES"  # the requests' states, at most this many bytes per worker
 STEP_COST_ENV = "HDLIB_VLLM_STEP_COST"  # a vllm_step_cost.json measured on the serving machine (default: this one's)
 COST_SCALE_ENV = "HDLIB_VLLM_COST_SCALE"  # the draft tokens' cost, times this (default SCALE; 0: every draft)
+CLOCK_ENV = "HDLIB_VLLM_CLOCK"  # 1 (default): the drafts' cost learned from the served steps' own times; 0: as measured
 _OPENED: dict[tuple[str, str], DraftTier] = {}  # the offline tiers, opened once per worker process
 
 
@@ -91,6 +93,16 @@ def cost_scale(spec: str | None) -> float:
     if not scale >= 0 or scale == float("inf"):
         raise HDError(f"{COST_SCALE_ENV}={spec!r}: a number of at least 0 (1: the cost as measured)")
     return scale
+
+
+def clock_on(spec: str | None) -> bool:
+    """Whether the drafts' cost is learned from the served steps' own times: `HDLIB_VLLM_CLOCK`, 1
+    (the default) or 0 (the step cost as measured, alone)."""
+    if spec in (None, "", "1"):
+        return True
+    if spec == "0":
+        return False
+    raise HDError(f"{CLOCK_ENV}={spec!r}: 1 (learn the drafts' cost from the served steps) or 0 (as measured)")
 
 
 def model_db_for(fingerprint: str) -> Path:
@@ -150,15 +162,17 @@ class HDProposer:
     def __init__(self, vllm_config: Any) -> None:
         spec, model = vllm_config.speculative_config, vllm_config.model_config
         order = tier_order(os.environ.get(TIERS_ENV))
+        cost = StepCost.from_file(os.environ[STEP_COST_ENV]) if os.environ.get(STEP_COST_ENV) else StepCost.measured()
         self.drafter = ChainDrafter(
             offline_tiers(served_fingerprint(model), order) if order != Tier.CONTEXT.letter else [],
             order,
             int(spec.num_speculative_tokens),
             state_bytes(os.environ.get(STATE_BYTES_ENV)),
-            StepCost.from_file(os.environ[STEP_COST_ENV]) if os.environ.get(STEP_COST_ENV) else None,
+            cost,
             cost_scale(os.environ.get(COST_SCALE_ENV)),
             vocab_size=int(model.get_vocab_size()),
             gate=Gate(),
+            clock=StepClock(cost) if clock_on(os.environ.get(CLOCK_ENV)) else None,
         )
         self.unbound: str | None = None  # why the rows' request ids could not be had, when they once could not
 
