@@ -172,5 +172,5 @@ def test_the_clock_says_nothing_of_steps_that_drafted_alike_and_shrinks_a_noisy_
 
 def test_the_plain_step_is_interpolated_in_log_rows():
     cost = StepCost({1: {0: 100.0, 1: 110.0}, 16: {0: 400.0, 1: 500.0}})
-    assert cost.plain(1) == 100.0 and cost.plain(16) == 400.0 and cost.plain(4) == pytest.approx(200.0)
-    assert cost.plain(32) == 800.0  # past the measured sizes: in proportion to the rows
+    assert [cost.plain(rows) for rows in (1, 4, 16)] == pytest.approx([100.0, 200.0, 400.0])
+    assert cost.plain(32) == pytest.approx(800.0)  # past the measured sizes: in proportion to the rows

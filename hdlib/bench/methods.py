@@ -95,7 +95,8 @@ class Method:
             f"registered tier's, e.g. hd:CM), either with {WINDOW}, {ASK_ALL}, {NO_RECYCLING}, {CANDIDATES}N and "
             f"{SHARE_WINDOW}N, {ALL_ORDERS}, "
             f"{PAPER}[+mend][+trie], "
-            f"{', '.join(PEERS)}, {', '.join(VLLM_METHODS)}, vllm-hd:ORDER (of C, M, S), vllm-hd+cost=X and vllm-hd+clock=0; "
+            f"{', '.join(PEERS)}, {', '.join(VLLM_METHODS)}, vllm-hd:ORDER (of C, M, S), vllm-hd+cost=X and "
+            "vllm-hd+clock=0; "
             "any but ar, hf, hf-pld and vLLM's may end in @N for "
             "a fixed budget of N draft tokens per step (e.g. hd:CMS@64)"
         )

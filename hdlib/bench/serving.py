@@ -70,7 +70,7 @@ def vllm_method(name: str) -> tuple[str, dict[str, str]] | None:
         try:
             env[HD_OPTIONS[key]] = str(cost_scale(value)) if key == "cost" else str(int(clock_on(value)))
         except (KeyError, HDError):
-            raise HDError(f"method {name!r}: {HD}+cost=X takes a number of at least 0, +clock= 0 or 1") from None
+            raise HDError(f"method {name!r}: {HD} takes +cost=X, X a number of at least 0, and +clock=0 or 1") from None
     if base == HD and colon:
         try:
             return base, {TIERS_ENV: tier_order(order), **env}

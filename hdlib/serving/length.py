@@ -92,12 +92,7 @@ class StepCost:
     def marginal(self, rows: int, k: int) -> float:
         """c_k(rows): what a k-th draft token on one row adds to a step of `rows` rows, as a share of the
         step with no drafts."""
-        sizes = sorted(self.ms)
-        if rows <= sizes[0] or rows >= sizes[-1]:
-            return self._at(sizes[0] if rows <= sizes[0] else sizes[-1], k)
-        hi = next(s for s in sizes if s >= rows)
-        lo = sizes[sizes.index(hi) - 1]
-        w = (math.log(rows) - math.log(lo)) / (math.log(hi) - math.log(lo))
+        lo, hi, w = self._bracket(rows)
         return (1 - w) * self._at(lo, k) + w * self._at(hi, k)
 
     def spent(self, rows: int, drafts: int) -> float:
@@ -109,16 +104,22 @@ class StepCost:
         return known[drafts]
 
     def plain(self, rows: int) -> float:
-        """T(rows, 0): milliseconds a step with no drafts, interpolated in log rows (beyond the
-        measured sizes: in proportion to the rows)."""
+        """T(rows, 0): milliseconds a step with no drafts, interpolated in log rows (past the largest
+        measured size: in proportion to the rows)."""
+        lo, hi, w = self._bracket(rows)
+        ms = math.exp((1 - w) * math.log(self.ms[lo][0]) + w * math.log(self.ms[hi][0]))
+        return ms * max(rows / hi, 1.0)
+
+    def _bracket(self, rows: int) -> tuple[int, int, float]:
+        """The measured batch sizes on either side of `rows` and its weight towards the larger, in log
+        rows (outside the measured sizes: the nearest, twice)."""
         sizes = sorted(self.ms)
         if rows <= sizes[0] or rows >= sizes[-1]:
             edge = sizes[0] if rows <= sizes[0] else sizes[-1]
-            return self.ms[edge][0] * (rows / edge if rows > edge else 1.0)
+            return edge, edge, 0.0
         hi = next(s for s in sizes if s >= rows)
         lo = sizes[sizes.index(hi) - 1]
-        w = (math.log(rows) - math.log(lo)) / (math.log(hi) - math.log(lo))
-        return math.exp((1 - w) * math.log(self.ms[lo][0]) + w * math.log(self.ms[hi][0]))
+        return lo, hi, (math.log(rows) - math.log(lo)) / (math.log(hi) - math.log(lo))
 
     def _at(self, rows: int, k: int) -> float:
         """c_k at a measured batch size: the first draft, what K = 1 costs over K = 0; each later one,
