@@ -2,7 +2,8 @@
 
     python -m benchmarks.served_load --questions FILE [--split report] [--per-task 16] [--max-new-tokens 256]
         [--methods vllm,vllm-suffix,vllm-hd] [--concurrency 1,16] [--requests 16 | 8,16] [--repeats 3]
-        [--preamble] [--together] [--order-seed 0] [--out benchmarks/results/<machine>/served_load.json]
+        [--preamble] [--together] [--same-questions] [--order-seed 0]
+        [--out benchmarks/results/<machine>/served_load.json]
 
 Repeat by repeat, each method (in an order shuffled from `--order-seed`, then turned by one place
 each repeat, so that no method always runs first while the machine's speed drifts) gets a fresh
@@ -32,12 +33,19 @@ server's metrics), and the share of answers identical to plain decoding's (`vllm
 for the same question. The paired comparisons (`--compare`, default: `vllm-hd` against `vllm` and
 against `vllm-suffix`) take each question's request tokens per second (its output tokens over its
 latency) under both methods at the same concurrency: the geometric mean over questions of the
-ratio, with a 95 % interval from a bootstrap over questions (`hdlib.bench.intervals`).
+ratio, with a 95 % interval from a bootstrap over questions (`hdlib.bench.intervals`); and "by
+repeat", the same ratio with its interval from a bootstrap over repeats, each repeat's questions
+resampled together: the machine's speed in the minutes between one method's block of requests and
+another's moves a whole block, which resampling questions does not hold, and the methods' order
+turned from one repeat to the next makes it vary between repeats. With `--same-questions` every
+repeat asks the same questions (its servers fresh, so that no cache carries one repeat's answers
+into the next), so that a run can have the repeats that interval needs.
 """
 
 from __future__ import annotations
 
 import contextlib
+import math
 import random
 import tempfile
 from collections.abc import Mapping, Sequence
@@ -119,27 +127,67 @@ def summarize(levels: Mapping[str, Any], reference: Mapping[str, Any] | None) ->
     }
 
 
+def rates(levels: Mapping[str, Any]) -> dict[tuple[int, int], float]:
+    """Each request's tokens per second (its output tokens over its latency), by (question, repeat)."""
+    return {(x["question_id"], x["repeat"]): x["tokens"] / x["latency_s"] for r in levels["repeats"]
+            for x in r["answers"] if x["latency_s"] > 0 and x["tokens"] > 0}  # fmt: skip
+
+
 def paired(a: Mapping[str, Any], b: Mapping[str, Any]) -> Estimate:
     """A's request tokens per second over B's, question by question at one concurrency."""
-
-    def rates(levels: Mapping[str, Any]) -> dict[tuple[int, int], float]:
-        return {(x["question_id"], x["repeat"]): x["tokens"] / x["latency_s"] for r in levels["repeats"]
-                for x in r["answers"] if x["latency_s"] > 0 and x["tokens"] > 0}  # fmt: skip
-
     ours, theirs = rates(a), rates(b)
     return geometric_mean([ours[k] / theirs[k] for k in ours if k in theirs])
+
+
+def paired_by_repeat(a: Mapping[str, Any], b: Mapping[str, Any]) -> Estimate:
+    """The same ratio (the geometric mean over every question of every repeat), its interval from a
+    bootstrap over repeats: each repeat's questions resampled together, so that the interval holds
+    what moves a whole repeat's requests of one method against the other's (the machine's speed in
+    the minutes between them; the methods' order is turned from one repeat to the next). n: repeats."""
+    ours, theirs = rates(a), rates(b)
+    logs: dict[int, list[float]] = {}
+    for (question, repeat), rate in ours.items():
+        if (question, repeat) in theirs:
+            logs.setdefault(repeat, []).append(math.log(rate / theirs[question, repeat]))
+    est = ratio_of_sums([sum(v) for v in logs.values()], [len(v) for v in logs.values()])
+    return Estimate(math.exp(est.value), math.exp(est.low), math.exp(est.high), est.n)
+
+
+def question_slices(
+    questions: Sequence[Any], levels: Sequence[int], counts: Sequence[int], repeats: int, same: bool = False
+) -> dict[tuple[int, int], list[Any]]:
+    """The questions repeat r asks at concurrency c, by (r, c): `counts[i]` at `levels[i]`, taken in turn
+    across the tasks (each task's in the file's order), every repeat and level its own (with `same`,
+    every repeat repeat 0's)."""
+    by_task: dict[str, list[Any]] = {}
+    for q in questions:
+        by_task.setdefault(q.task, []).append(q)
+    even = len(set(map(len, by_task.values()))) == 1
+    interleaved = [q for row in zip(*by_task.values()) for q in row] if even else list(questions)
+    starts = np.cumsum([0, *list(counts) * repeats])
+    return {(r, c): interleaved[starts[(0 if same else r) * len(levels) + i] :][:n]
+            for r in range(repeats) for i, (c, n) in enumerate(zip(levels, counts))}  # fmt: skip
 
 
 def main() -> None:
     parser = spec_bench_parser(__doc__, "vllm,vllm-suffix,vllm-hd", "served_load.json")
     parser.set_defaults(max_new_tokens=256, per_task=16)
     parser.add_argument("--concurrency", default="1,16")
-    parser.add_argument("--requests", default="16", help="completions sent at each concurrency (or N,M,..: at "
-                        "each in turn), per repeat")
+    parser.add_argument(
+        "--requests", default="16", help="completions sent at each concurrency (or N,M,..: at each in turn), per repeat"
+    )
     parser.add_argument("--preamble", action="store_true", help="every prompt after one shared PREAMBLE")
-    parser.add_argument("--together", action="store_true", help="each repeat's servers up side by side, the "
-                        "methods run one after another at each concurrency")
+    parser.add_argument(
+        "--together",
+        action="store_true",
+        help="each repeat's servers up side by side, the methods run one after another at each concurrency",
+    )
     parser.add_argument("--repeats", type=int, default=3, help="a fresh server and other questions for each")
+    parser.add_argument(
+        "--same-questions",
+        action="store_true",
+        help="every repeat asks the same questions (its servers fresh): repeats enough for the interval by repeat",
+    )
     parser.add_argument("--order-seed", type=int, default=0, help="the methods' order in each repeat is shuffled")
     parser.add_argument("--compare", action="append", default=[], metavar="A,B", help="paired ratio A/B")
     args = parser.parse_args()
@@ -158,19 +206,14 @@ def main() -> None:
         parser.error(f"--requests {args.requests}: a whole number of at least 1, or one per concurrency")
     sent = dict(zip(levels, counts))
     questions, lm = load(args)
-    needed = sum(counts) * args.repeats
+    needed = sum(counts) * (1 if args.same_questions else args.repeats)
     if len(questions) < needed:
-        parser.error(f"{args.requests} requests at the concurrencies {args.concurrency} in {args.repeats} repeats "
-                     f"need {needed} questions, each sent once; there are {len(questions)}: raise --per-task")
-    # Repeat r at level l asks its own questions, taken in turn across the tasks (the file's order per task).
-    by_task: dict[str, list[Any]] = {}
-    for q in questions:
-        by_task.setdefault(q.task, []).append(q)
-    interleaved = [q for row in zip(*by_task.values()) for q in row] if len(set(map(len, by_task.values()))) == 1 \
-        else questions  # fmt: skip
-    starts = np.cumsum([0, *counts * args.repeats])
-    slices = {(r, c): interleaved[starts[r * len(levels) + i]:][: sent[c]]
-              for r in range(args.repeats) for i, c in enumerate(levels)}  # fmt: skip
+        each = "the same in every repeat" if args.same_questions else "each sent once"
+        parser.error(
+            f"{args.requests} requests at the concurrencies {args.concurrency} in {args.repeats} repeats "
+            f"need {needed} questions, {each}; there are {len(questions)}: raise --per-task"
+        )
+    slices = question_slices(questions, levels, counts, args.repeats, args.same_questions)
     runs: dict[str, dict[str, Any]] = {m: {str(c): {"repeats": []} for c in levels} for m in methods}
     orders: list[list[str]] = []
 
@@ -210,13 +253,18 @@ def main() -> None:
         m: {c: summarize(runs[m][c], runs["vllm"][c] if m != "vllm" else None) for c in runs[m]} for m in methods
     }
     comparisons = [
-        {"a": a, "b": b, "levels": {str(c): paired(runs[a][str(c)], runs[b][str(c)]).to_json() for c in levels}}
+        {
+            "a": a,
+            "b": b,
+            "levels": {str(c): paired(runs[a][str(c)], runs[b][str(c)]).to_json() for c in levels},
+            "by_repeat": {str(c): paired_by_repeat(runs[a][str(c)], runs[b][str(c)]).to_json() for c in levels},
+        }
         for a, b in pairs
     ]
     write_results(
         args.out, "served_load", server_args=SERVER_ARGS, client="vllm bench serve", questions=needed,
         max_new_tokens=args.max_new_tokens, concurrency=levels, repeats=args.repeats, requests=sent,
-        preamble=PREAMBLE if args.preamble else "", together=args.together,
+        preamble=PREAMBLE if args.preamble else "", together=args.together, same_questions=args.same_questions,
         order_seed=args.order_seed, orders=orders, split=args.split or "", summary=summary,
         comparisons=comparisons, runs=runs,
     )  # fmt: skip
@@ -235,25 +283,37 @@ def tables(data: Mapping[str, Any]) -> list[str]:
             rows.append([str(c), code(name), interval(r["tokens_per_s"], f1), ratio, f1(r["tpot_ms_p50"]),
                          f1(r["tpot_ms_p99"]), f1(r["ttft_ms_p50"]), interval(r["mat"], f2), str(r["requests"]),
                          same])  # fmt: skip
-    compared = [
-        [f"{code(cmp['a'])} / {code(cmp['b'])}", str(c), interval(e, x), str(e["n"]), verdict(Estimate.from_json(e))]
-        for cmp in data["comparisons"] for c, e in cmp["levels"].items()
-    ]  # fmt: skip
+    compared = []
+    for cmp in data["comparisons"]:
+        for c, e in cmp["levels"].items():
+            row = [f"{code(cmp['a'])} / {code(cmp['b'])}", str(c), interval(e, x), str(e["n"]),
+                   verdict(Estimate.from_json(e))]  # fmt: skip
+            if "by_repeat" in cmp:  # (files of before 2026-12-07 have none)
+                by = cmp["by_repeat"][c]
+                row += [interval(by, x), str(by["n"]), verdict(Estimate.from_json(by))]
+            compared.append(row)
+    by_repeat = all("by_repeat" in cmp for cmp in data["comparisons"])
     sent = data["requests"]  # (one number for every concurrency in the files of before per-level counts)
     requests = ", ".join(f"{sent[str(c)]} at {c}" for c in data["concurrency"]) if isinstance(sent, dict) else sent
     preamble = " after one shared preamble of instructions" if data.get("preamble") else ""
+    asked = "in every repeat" if data.get("same_questions") else "once per method"
+    half = f", the {data['split']} half" if data.get("split") else ""
+    resampled = "; and by repeat: the same ratio's interval from a bootstrap over repeats" if by_repeat else ""
+    columns = ["concurrency", "method", "output tokens/s", "vs plain", "TPOT p50 ms", "TPOT p99 ms", "TTFT p50 ms",
+               "MAT", "answers", "identical to plain"]  # fmt: skip
+    paired_columns = ["A / B", "concurrency", "ratio", "questions", "verdict"]
+    paired_columns += ["by repeat", "repeats", "verdict by repeat"] if by_repeat else []
     return [
         f"Settings: {data['model']}, `vllm serve` {' '.join(data['server_args'])}, load from `vllm bench serve`, "
         f"greedy, {data['repeats']} repeats (a fresh server each), {requests} requests per concurrency and "
-        f"repeat, each a Spec-Bench question's first turn{preamble} sent once per method ({data['questions']} questions"
-        + (f", the {data['split']} half" if data.get("split") else "") + f"), {data['max_new_tokens']} new tokens "
-        "at most. Output tokens per second and MAT: the mean over repeats with its 95 % interval.",
-        table(["concurrency", "method", "output tokens/s", "vs plain", "TPOT p50 ms", "TPOT p99 ms", "TTFT p50 ms",
-               "MAT", "answers", "identical to plain"], rows),  # fmt: skip
+        f"repeat, each a Spec-Bench question's first turn{preamble} sent {asked} ({data['questions']} questions"
+        f"{half}), {data['max_new_tokens']} new tokens at most. Output tokens per second and MAT: the mean over "
+        "repeats with its 95 % interval.",
+        table(columns, rows),
         "Paired comparisons: the geometric mean over questions of a request's tokens per second (its output "
         "tokens over its latency) under A over the same question's under B at the same concurrency, with its 95 % "
-        'interval (bootstrap over questions); "on par" where the interval holds 1:',
-        table(["A / B", "concurrency", "ratio", "questions", "verdict"], compared),
+        f'interval (bootstrap over questions{resampled}); "on par" where the interval holds 1:',
+        table(paired_columns, compared),
     ]
 
 

@@ -298,6 +298,36 @@ def test_the_served_runs_turn_the_methods_order_so_that_none_always_runs_first()
     assert turn_order(methods, 0, 3) == orders[0]  # round again
 
 
+def test_each_repeat_asks_its_own_questions_or_with_same_questions_the_first_repeats():
+    from types import SimpleNamespace
+
+    from benchmarks.served_load import question_slices
+
+    questions = [SimpleNamespace(question_id=i, task="ab"[i % 2]) for i in range(20)]
+    own = question_slices(questions, [1, 4], [2, 3], repeats=2)
+    ids = {k: [q.question_id for q in v] for k, v in own.items()}
+    assert ids == {(0, 1): [0, 1], (0, 4): [2, 3, 4], (1, 1): [5, 6], (1, 4): [7, 8, 9]}  # each asked once
+    same = question_slices(questions, [1, 4], [2, 3], repeats=3, same=True)
+    assert all(same[r, c] == own[0, c] for r in range(3) for c in (1, 4))
+
+
+def test_the_ratio_by_repeat_resamples_whole_repeats():
+    """Its value is the geometric mean over every question; its interval is as wide as the repeats
+    disagree, however alike the questions within a repeat are."""
+    from benchmarks.served_load import paired, paired_by_repeat
+
+    def level(rates: dict[int, list[float]]) -> dict:
+        return {"repeats": [{"answers": [{"question_id": q, "repeat": r, "tokens": 10, "latency_s": 10 / rate}
+                                         for q, rate in enumerate(rs)]} for r, rs in rates.items()]}  # fmt: skip
+
+    plain = level({r: [1.0] * 8 for r in range(4)})
+    drifting = level({0: [1.5] * 8, 1: [0.95] * 8, 2: [1.45] * 8, 3: [0.9] * 8})  # alike within, not between
+    by_question, by_repeat = paired(drifting, plain), paired_by_repeat(drifting, plain)
+    assert by_repeat.value == pytest.approx(by_question.value) and by_repeat.n == 4 and by_question.n == 32
+    assert by_question.high - by_question.low < by_repeat.high - by_repeat.low
+    assert by_repeat.contains(1.0) and not by_question.contains(1.0)
+
+
 def test_the_cost_weight_is_the_dev_halfs_choice_as_the_docs_say():
     """benchmarks.md: SCALE was the fastest of the weights replayed on the dev half at 1, 16 and 64
     rows and within 0.01 of the fastest at 8; at 64 rows the model was optimistic against the served
@@ -359,6 +389,14 @@ def test_what_docs_serving_says_of_the_report_run_with_the_clock_holds():
         f"there `vllm-hd` was {at_16[0]} plain's speed and {at_16[1]} SuffixDecoding's, here {at_16[2]} and {at_16[3]}"
         in prose
     )
+    from benchmarks.served_load import paired_by_repeat
+
+    hd, suffix = run["runs"]["vllm-hd"]["16"], run["runs"]["vllm-suffix"]["16"]
+    by_repeat = paired_by_repeat(hd, suffix)
+    assert f"at 16 in this run is {by_repeat.describe(suffix='x')}: both repeats had `vllm-hd` behind" in prose
+    for r in range(2):  # each repeat alone
+        alone = paired_by_repeat(*({"repeats": [x for x in m["repeats"] if x["repeat"] == r]} for m in (hd, suffix)))
+        assert alone.value < 1, r
 
 
 def test_what_docs_serving_says_of_the_target_holds():
