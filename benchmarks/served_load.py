@@ -133,10 +133,15 @@ def rates(levels: Mapping[str, Any]) -> dict[tuple[int, int], float]:
             for x in r["answers"] if x["latency_s"] > 0 and x["tokens"] > 0}  # fmt: skip
 
 
+def ratios(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[tuple[int, int], float]:
+    """A's request tokens per second over B's, for each (question, repeat) both answered."""
+    ours, theirs = rates(a), rates(b)
+    return {k: ours[k] / theirs[k] for k in ours if k in theirs}
+
+
 def paired(a: Mapping[str, Any], b: Mapping[str, Any]) -> Estimate:
     """A's request tokens per second over B's, question by question at one concurrency."""
-    ours, theirs = rates(a), rates(b)
-    return geometric_mean([ours[k] / theirs[k] for k in ours if k in theirs])
+    return geometric_mean(list(ratios(a, b).values()))
 
 
 def paired_by_repeat(a: Mapping[str, Any], b: Mapping[str, Any]) -> Estimate:
@@ -144,11 +149,9 @@ def paired_by_repeat(a: Mapping[str, Any], b: Mapping[str, Any]) -> Estimate:
     bootstrap over repeats: each repeat's questions resampled together, so that the interval holds
     what moves a whole repeat's requests of one method against the other's (the machine's speed in
     the minutes between them; the methods' order is turned from one repeat to the next). n: repeats."""
-    ours, theirs = rates(a), rates(b)
     logs: dict[int, list[float]] = {}
-    for (question, repeat), rate in ours.items():
-        if (question, repeat) in theirs:
-            logs.setdefault(repeat, []).append(math.log(rate / theirs[question, repeat]))
+    for (_, repeat), ratio in ratios(a, b).items():
+        logs.setdefault(repeat, []).append(math.log(ratio))
     est = ratio_of_sums([sum(v) for v in logs.values()], [len(v) for v in logs.values()])
     return Estimate(math.exp(est.value), math.exp(est.low), math.exp(est.high), est.n)
 

@@ -258,6 +258,6 @@ class StepClock:
             return None
         residual = max(vy - beta * cxy, 0.0) / max(w - 2, 1.0)
         se = math.sqrt(residual / vx) / kappa  # of rho = beta / kappa
-        rho = beta / kappa
-        shrunk = (rho / max(se, 1e-9) ** 2 + 1 / SURE**2) / (1 / max(se, 1e-9) ** 2 + 1 / SURE**2)
+        rho, sure = beta / kappa, 1 / max(se, 1e-9) ** 2  # (sure: its precision, against the prior's)
+        shrunk = (rho * sure + 1 / SURE**2) / (sure + 1 / SURE**2)
         return kappa, max(shrunk, 0.0)
