@@ -1,8 +1,9 @@
 """Run in .venv-vllm by tests/test_vllm.py: workloads that look like a server's, on vLLM's CPU engine
-(`AsyncLLM`, the engine behind `vllm serve`), greedy, plain (argv[3] "plain") or with hdlib's tiers as
-its proposer ("hd"); what came back is written as JSON to argv[2]. argv[1]: the model folder. One
-engine per process, its KV cache `BLOCKS` blocks, small enough that the batch sharing a system prompt
-forces preemption. In order:
+(`AsyncLLM`, the engine behind `vllm serve`), greedy, plain ("plain") or with hdlib's tiers as its
+proposer ("hd"), each kind of argv[3] ("plain,hd": one engine after the other, in one process, so that
+vLLM is imported once); what came back, by kind, is written as JSON to argv[2]. argv[1]: the model
+folder. Each engine's KV cache is `BLOCKS` blocks, small enough that the batch sharing a system
+prompt forces preemption. In order:
 
 - `batch`: five repetitive prompts in flight together;
 - `shared`: 32 questions in flight together, each after one system prompt of some 170 tokens, then
@@ -167,6 +168,6 @@ async def run(folder: str, hd: bool) -> dict:
 
 
 if __name__ == "__main__":
-    result = asyncio.run(run(sys.argv[1], sys.argv[3] == "hd"))
+    results = {kind: asyncio.run(run(sys.argv[1], kind == "hd")) for kind in sys.argv[3].split(",")}
     with open(sys.argv[2], "w") as f:
-        json.dump(result, f)
+        json.dump(results, f)
