@@ -37,7 +37,10 @@ ratio, with a 95 % interval from a bootstrap over questions (`hdlib.bench.interv
 repeat", the same ratio with its interval from a bootstrap over repeats, each repeat's questions
 resampled together: the machine's speed in the minutes between one method's block of requests and
 another's moves a whole block, which resampling questions does not hold, and the methods' order
-turned from one repeat to the next makes it vary between repeats. With `--same-questions` every
+turned from one repeat to the next makes it vary between repeats. And the servers' throughput
+ratio: each repeat's output tokens per second under A over B's, the geometric mean over repeats with
+an interval from a bootstrap over repeats (the paired ratios weigh every request alike, this every
+token: a method that speeds most requests but not the longest shows it). With `--same-questions` every
 repeat asks the same questions (its servers fresh, so that no cache carries one repeat's answers
 into the next), so that a run can have the repeats that interval needs.
 """
@@ -156,6 +159,25 @@ def paired_by_repeat(a: Mapping[str, Any], b: Mapping[str, Any]) -> Estimate:
     return Estimate(math.exp(est.value), math.exp(est.low), math.exp(est.high), est.n)
 
 
+def throughput_by_repeat(a: Mapping[str, Any], b: Mapping[str, Any]) -> Estimate:
+    """The server's output tokens per second (a repeat's tokens over its wall time) under A over B's in
+    the same repeat: the geometric mean over repeats, its interval from a bootstrap over repeats. It
+    weighs every token alike, where the paired ratios weigh every request alike; n: repeats."""
+    ours, theirs = ({r["repeat"]: r["tokens"] / r["duration_s"] for r in m["repeats"]} for m in (a, b))
+    return geometric_mean([ours[k] / theirs[k] for k in ours if k in theirs])
+
+
+def compare(runs: Mapping[str, Any], pairs: Sequence[tuple[str, str]], levels: Sequence[int]) -> list[dict[str, Any]]:
+    """For each pair (A, B) at each concurrency: the paired ratio by question and by repeat, and the
+    servers' throughput ratio by repeat."""
+    measures = {"levels": paired, "by_repeat": paired_by_repeat, "throughput": throughput_by_repeat}
+    return [
+        {"a": a, "b": b} | {k: {str(c): f(runs[a][str(c)], runs[b][str(c)]).to_json() for c in levels}
+                            for k, f in measures.items()}
+        for a, b in pairs
+    ]  # fmt: skip
+
+
 def question_slices(
     questions: Sequence[Any], levels: Sequence[int], counts: Sequence[int], repeats: int, same: bool = False
 ) -> dict[tuple[int, int], list[Any]]:
@@ -255,15 +277,7 @@ def main() -> None:
     summary = {
         m: {c: summarize(runs[m][c], runs["vllm"][c] if m != "vllm" else None) for c in runs[m]} for m in methods
     }
-    comparisons = [
-        {
-            "a": a,
-            "b": b,
-            "levels": {str(c): paired(runs[a][str(c)], runs[b][str(c)]).to_json() for c in levels},
-            "by_repeat": {str(c): paired_by_repeat(runs[a][str(c)], runs[b][str(c)]).to_json() for c in levels},
-        }
-        for a, b in pairs
-    ]
+    comparisons = compare(runs, pairs, levels)
     write_results(
         args.out, "served_load", server_args=SERVER_ARGS, client="vllm bench serve", questions=needed,
         max_new_tokens=args.max_new_tokens, concurrency=levels, repeats=args.repeats, requests=sent,
@@ -287,25 +301,32 @@ def tables(data: Mapping[str, Any]) -> list[str]:
                          f1(r["tpot_ms_p99"]), f1(r["ttft_ms_p50"]), interval(r["mat"], f2), str(r["requests"]),
                          same])  # fmt: skip
     compared = []
+    measured = [m for m in ("by_repeat", "throughput") if all(m in cmp for cmp in data["comparisons"])]
     for cmp in data["comparisons"]:
         for c, e in cmp["levels"].items():
             row = [f"{code(cmp['a'])} / {code(cmp['b'])}", str(c), interval(e, x), str(e["n"]),
                    verdict(Estimate.from_json(e))]  # fmt: skip
-            if "by_repeat" in cmp:  # (files of before 2026-12-07 have none)
-                by = cmp["by_repeat"][c]
+            for measure in measured:  # (files of before 2026-12-07 have neither)
+                by = cmp[measure][c]
                 row += [interval(by, x), str(by["n"]), verdict(Estimate.from_json(by))]
             compared.append(row)
-    by_repeat = all("by_repeat" in cmp for cmp in data["comparisons"])
+    by_repeat = "by_repeat" in measured
     sent = data["requests"]  # (one number for every concurrency in the files of before per-level counts)
     requests = ", ".join(f"{sent[str(c)]} at {c}" for c in data["concurrency"]) if isinstance(sent, dict) else sent
     preamble = " after one shared preamble of instructions" if data.get("preamble") else ""
     asked = "in every repeat" if data.get("same_questions") else "once per method"
     half = f", the {data['split']} half" if data.get("split") else ""
     resampled = "; and by repeat: the same ratio's interval from a bootstrap over repeats" if by_repeat else ""
+    if "throughput" in measured:
+        resampled += (
+            "; and the servers' throughput: each repeat's output tokens per second under A over B's, the geometric "
+            "mean over repeats, bootstrap over repeats"
+        )
     columns = ["concurrency", "method", "output tokens/s", "vs plain", "TPOT p50 ms", "TPOT p99 ms", "TTFT p50 ms",
                "MAT", "answers", "identical to plain"]  # fmt: skip
     paired_columns = ["A / B", "concurrency", "ratio", "questions", "verdict"]
     paired_columns += ["by repeat", "repeats", "verdict by repeat"] if by_repeat else []
+    paired_columns += ["throughput", "repeats", "verdict on throughput"] if "throughput" in measured else []
     return [
         f"Settings: {data['model']}, `vllm serve` {' '.join(data['server_args'])}, load from `vllm bench serve`, "
         f"greedy, {data['repeats']} repeats (a fresh server each), {requests} requests per concurrency and "
