@@ -306,7 +306,7 @@ def tables(data: Mapping[str, Any]) -> list[str]:
         for c, e in cmp["levels"].items():
             row = [f"{code(cmp['a'])} / {code(cmp['b'])}", str(c), interval(e, x), str(e["n"]),
                    verdict(Estimate.from_json(e))]  # fmt: skip
-            for measure in measured:  # (files of before 2026-12-07 have neither)
+            for measure in measured:  # (older files lack the one or both)
                 by = cmp[measure][c]
                 row += [interval(by, x), str(by["n"]), verdict(Estimate.from_json(by))]
             compared.append(row)
