@@ -436,6 +436,10 @@ def test_what_docs_serving_says_of_the_report_run_with_the_clock_holds():
         assert alone.value < 1, r
 
 
+def say(e: dict) -> str:
+    return f"{e['value']:.2f}x [{e['low']:.2f}, {e['high']:.2f}]"
+
+
 def test_what_docs_serving_says_of_the_five_repeats_holds():
     """docs/serving.md: five repeats of the report half on the same questions: `vllm-hd` faster than
     plain decoding at 1, 8 and 16 and at 64 by question (on par by repeat), ahead of SuffixDecoding at
@@ -479,6 +483,39 @@ def test_what_docs_serving_says_of_the_five_repeats_holds():
     )
     faster = np.mean([v > 1 for v in ratios(run["runs"]["vllm-hd"]["64"], run["runs"]["vllm"]["64"]).values()])
     assert f"made {100 * faster:.0f} % of the requests faster" in prose
+
+
+def test_what_docs_serving_says_of_the_five_repeats_questions_after_a_shared_prompt_holds():
+    """docs/serving.md: the five repeats' questions after the shared preamble, today's proposer: its
+    table and ratios as committed, every answer plain decoding's, and `vllm-hd`'s MAT there beside its
+    MAT on the same questions without the preamble, level by level."""
+    text = (ROOT / "docs" / "serving.md").read_text(encoding="utf-8")
+    shared = json.loads((RESULTS / "xeon-amx" / "served_load_report_repeats_preamble.json").read_text())
+    plain = json.loads((RESULTS / "xeon-amx" / "served_load_report_repeats.json").read_text())
+    assert shared["preamble"] and shared["same_questions"] and not plain["preamble"]
+
+    def asked(run: dict) -> list[list[int]]:
+        return [
+            [a["question_id"] for a in run["runs"]["vllm"][str(c)]["repeats"][0]["answers"]] for c in (1, 8, 16, 64)
+        ]
+
+    assert asked(shared) == asked(plain)  # the same questions at every level
+    prose = served_table_is(text, text.index("#### The five repeats' questions after a shared system prompt"), shared)
+    mat = {c: tuple(r["summary"]["vllm-hd"][str(c)]["mat"]["value"] for r in (shared, plain)) for c in (1, 8, 16, 64)}
+    assert ", ".join(f"{a:.2f} against {b:.2f}" for a, b in mat.values()) in prose
+    assert all(a > b for a, b in mat.values())
+    by = {(c["a"], c["b"]): c for c in shared["comparisons"]}
+    hd_plain, hd_suffix = by["vllm-hd", "vllm"], by["vllm-hd", "vllm-suffix"]
+    for k in ("levels", "by_repeat"):
+        assert verdicts({"comparisons": [hd_plain | {"levels": hd_plain[k]}]}, "vllm-hd", "vllm") == ["faster"] * 4
+        got = verdicts({"comparisons": [hd_suffix | {"levels": hd_suffix[k]}]}, "vllm-hd", "vllm-suffix")
+        assert got == ["faster", "on par", "on par", "faster"], k
+    on_throughput = {p: verdicts({"comparisons": [by[p] | {"levels": by[p]["throughput"]}]}, *p) for p in by}
+    assert on_throughput["vllm-hd", "vllm"] == ["faster", "faster", "on par", "faster"]
+    assert on_throughput["vllm-hd", "vllm-suffix"] == ["faster", "on par", "slower", "faster"]
+    at_16 = hd_suffix["by_repeat"]["16"]
+    assert f"{at_16['value']:.3f}x by repeat, [{at_16['low']:.3f}, {at_16['high']:.3f}]" in prose
+    assert "by throughput it was on par at 8 and behind at 16 (" + say(hd_suffix["throughput"]["16"]) + ")" in prose
 
 
 def test_what_docs_serving_says_of_the_target_holds():
