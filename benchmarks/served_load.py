@@ -136,10 +136,14 @@ def rates(levels: Mapping[str, Any]) -> dict[tuple[int, int], float]:
             for x in r["answers"] if x["latency_s"] > 0 and x["tokens"] > 0}  # fmt: skip
 
 
+def matched(ours: Mapping[Any, float], theirs: Mapping[Any, float]) -> dict[Any, float]:
+    """ours over theirs, for each key both have."""
+    return {k: ours[k] / theirs[k] for k in ours if k in theirs}
+
+
 def ratios(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[tuple[int, int], float]:
     """A's request tokens per second over B's, for each (question, repeat) both answered."""
-    ours, theirs = rates(a), rates(b)
-    return {k: ours[k] / theirs[k] for k in ours if k in theirs}
+    return matched(rates(a), rates(b))
 
 
 def paired(a: Mapping[str, Any], b: Mapping[str, Any]) -> Estimate:
@@ -164,7 +168,7 @@ def throughput_by_repeat(a: Mapping[str, Any], b: Mapping[str, Any]) -> Estimate
     the same repeat: the geometric mean over repeats, its interval from a bootstrap over repeats. It
     weighs every token alike, where the paired ratios weigh every request alike; n: repeats."""
     ours, theirs = ({r["repeat"]: r["tokens"] / r["duration_s"] for r in m["repeats"]} for m in (a, b))
-    return geometric_mean([ours[k] / theirs[k] for k in ours if k in theirs])
+    return geometric_mean(list(matched(ours, theirs).values()))
 
 
 def compare(runs: Mapping[str, Any], pairs: Sequence[tuple[str, str]], levels: Sequence[int]) -> list[dict[str, Any]]:

@@ -185,6 +185,11 @@ def test_docs_serving_tables_are_the_committed_vllm_runs():
             assert f"{step:.2f} times plain's, for {at_64[m]['mat']['value']:.2f}" in prose, (name, m)
 
 
+def say(e: dict) -> str:
+    """An estimate as the docs print a ratio: 1.04x [1.00, 1.07]."""
+    return f"{e['value']:.2f}x [{e['low']:.2f}, {e['high']:.2f}]"
+
+
 def served_table_is(text: str, start: int, served: dict) -> str:
     """The served run's table that follows `start` in docs/serving.md is `served`'s, and every paired
     comparison is said in the prose after it, which is returned."""
@@ -208,8 +213,7 @@ def served_table_is(text: str, start: int, served: dict) -> str:
     prose = " ".join(text[start : end if end > 0 else len(text)].split())
     for cmp in served["comparisons"]:
         for c, e in cmp["levels"].items():
-            said = f"{e['value']:.2f}x [{e['low']:.2f}, {e['high']:.2f}] at concurrency {c}"
-            assert said in prose, (cmp["a"], cmp["b"], c)
+            assert f"{say(e)} at concurrency {c}" in prose, (cmp["a"], cmp["b"], c)
     return prose
 
 
@@ -389,9 +393,10 @@ def test_the_cost_weight_is_the_dev_halfs_choice_as_the_docs_say():
         assert replayed > 1 >= at_64[served_name]["low"], served_name  # modelled faster; served, not faster
 
 
-def verdicts(run: dict, a: str, b: str) -> list[str]:
-    """a's paired ratio to b at each concurrency of `run`: faster, slower or on par (the interval holds 1)."""
-    levels = {(x["a"], x["b"]): x["levels"] for x in run["comparisons"]}[a, b]
+def verdicts(run: dict, a: str, b: str, measure: str = "levels") -> list[str]:
+    """a's ratio to b (`measure`: "levels", by question; "by_repeat"; "throughput") at each concurrency
+    of `run`: faster, slower or on par (the interval holds 1)."""
+    levels = {(x["a"], x["b"]): x[measure] for x in run["comparisons"]}[a, b]
     return ["faster" if e["low"] > 1 else "slower" if e["high"] < 1 else "on par" for e in levels.values()]
 
 
@@ -436,10 +441,6 @@ def test_what_docs_serving_says_of_the_report_run_with_the_clock_holds():
         assert alone.value < 1, r
 
 
-def say(e: dict) -> str:
-    return f"{e['value']:.2f}x [{e['low']:.2f}, {e['high']:.2f}]"
-
-
 def test_what_docs_serving_says_of_the_five_repeats_holds():
     """docs/serving.md: five repeats of the report half on the same questions: `vllm-hd` faster than
     plain decoding at 1, 8 and 16 and at 64 by question (on par by repeat), ahead of SuffixDecoding at
@@ -454,8 +455,7 @@ def test_what_docs_serving_says_of_the_five_repeats_holds():
     pairs = [(c["a"], c["b"]) for c in run["comparisons"]]
     assert compare(run["runs"], pairs, run["concurrency"]) == run["comparisons"]  # recomputed alike
     kinds = ("levels", "by_repeat", "throughput")
-    said = {k: {p: verdicts({"comparisons": [c | {"levels": c[k]} for c in run["comparisons"]]}, *p) for p in pairs}
-            for k in kinds}  # fmt: skip
+    said = {k: {p: verdicts(run, *p, k) for p in pairs} for k in kinds}
     assert said["levels"]["vllm-hd", "vllm"] == ["faster"] * 4
     assert said["by_repeat"]["vllm-hd", "vllm"] == ["faster"] * 3 + ["on par"]
     assert said["levels"]["vllm-hd", "vllm-suffix"] == said["by_repeat"]["vllm-hd", "vllm-suffix"]
@@ -466,8 +466,7 @@ def test_what_docs_serving_says_of_the_five_repeats_holds():
     by = {(c["a"], c["b"]): c for c in run["comparisons"]}
     for k in ("by_repeat", "throughput"):
         for p in pairs:
-            e = by[p][k]
-            listed = [f"{x['value']:.2f}x [{x['low']:.2f}, {x['high']:.2f}]" for x in e.values()]
+            listed = [say(e) for e in by[p][k].values()]
             assert ", ".join(listed[:-1]) + " and " + listed[-1] in prose, (k, p)
     assert f"(the interval's upper end {by['vllm-hd', 'vllm']['throughput']['64']['high']:.3f})" in prose
     lows = [by["vllm-hd", "vllm-suffix"]["by_repeat"][c]["low"] for c in ("16", "64")]
@@ -505,12 +504,11 @@ def test_what_docs_serving_says_of_the_five_repeats_questions_after_a_shared_pro
     assert ", ".join(f"{a:.2f} against {b:.2f}" for a, b in mat.values()) in prose
     assert all(a > b for a, b in mat.values())
     by = {(c["a"], c["b"]): c for c in shared["comparisons"]}
-    hd_plain, hd_suffix = by["vllm-hd", "vllm"], by["vllm-hd", "vllm-suffix"]
+    hd_suffix = by["vllm-hd", "vllm-suffix"]
     for k in ("levels", "by_repeat"):
-        assert verdicts({"comparisons": [hd_plain | {"levels": hd_plain[k]}]}, "vllm-hd", "vllm") == ["faster"] * 4
-        got = verdicts({"comparisons": [hd_suffix | {"levels": hd_suffix[k]}]}, "vllm-hd", "vllm-suffix")
-        assert got == ["faster", "on par", "on par", "faster"], k
-    on_throughput = {p: verdicts({"comparisons": [by[p] | {"levels": by[p]["throughput"]}]}, *p) for p in by}
+        assert verdicts(shared, "vllm-hd", "vllm", k) == ["faster"] * 4, k
+        assert verdicts(shared, "vllm-hd", "vllm-suffix", k) == ["faster", "on par", "on par", "faster"], k
+    on_throughput = {p: verdicts(shared, *p, "throughput") for p in by}
     assert on_throughput["vllm-hd", "vllm"] == ["faster", "faster", "on par", "faster"]
     assert on_throughput["vllm-hd", "vllm-suffix"] == ["faster", "on par", "slower", "faster"]
     at_16 = hd_suffix["by_repeat"]["16"]
