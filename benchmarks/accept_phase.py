@@ -20,9 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
-import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -32,18 +30,9 @@ import torch
 from benchmarks.common import results_path
 from benchmarks.markdown import f3, table
 from hdlib.engine.choices import SoftmaxBuffer, model_choices, top_tokens
-from hdlib.models.cpu import describe_machine
+from hdlib.models.cpu import describe_machine, median_seconds
 
-
-def median_ms(call, repeats: int = 50, rounds: int = 5) -> float:
-    call()
-    per_round = []
-    for _ in range(rounds):
-        start = time.perf_counter()
-        for _ in range(repeats):
-            call()
-        per_round.append((time.perf_counter() - start) / repeats * 1e3)
-    return statistics.median(per_round)
+ROUNDS, CALLS = 5, 50  # timed rounds (their median is kept), calls per round
 
 
 def main() -> None:
@@ -69,11 +58,12 @@ def main() -> None:
         "amax (one read of the logits)": lambda: logits.amax(-1),
     }
     with torch.inference_mode():
-        ms = {name: round(median_ms(call), 3) for name, call in parts.items()}
+        ms = {name: round(1e3 * median_seconds(call, ROUNDS, CALLS), 3) for name, call in parts.items()}
     for name, value in ms.items():
         print(f"{value:7.3f} ms  {name}")
     result = {
-        "what": "the greedy acceptance phase's parts on (rows, vocab) float32 logits, median ms of 5 rounds of 50",
+        "what": "the greedy acceptance phase's parts on (rows, vocab) float32 logits, "
+        f"median ms of {ROUNDS} rounds of {CALLS}",
         "command": " ".join(["python -m benchmarks.accept_phase", *sys.argv[1:]]),
         "machine": describe_machine(),
         "shape": [args.rows, args.vocab],

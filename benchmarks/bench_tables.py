@@ -2,7 +2,8 @@
 no benchmark script owns: overall metrics and tier shares per method, speedup and MAT per task, the
 tiers' records, each machine's numbers where a run was resumed on another, and where the methods
 make them meaningful the ablation from the paper's HD to hdlib's, vLLM's rates against its own plain
-decoding and the ranking by MAT."""
+decoding and the ranking by MAT. The overall and per-tier tables' rows are the printed report's
+(`hdlib.bench.reports.overall_rows`, `tier_rows`), in Markdown."""
 
 from __future__ import annotations
 
@@ -10,8 +11,8 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from benchmarks.markdown import code, f1, f2, pct, table, x
-from hdlib.bench import Method
 from hdlib.bench.intervals import Estimate, verdict
+from hdlib.bench.reports import overall_rows, tier_order, tier_rows
 from hdlib.models.cpu import machine_label
 
 
@@ -31,6 +32,11 @@ def spread(metrics: Mapping[str, Any], key: str, fmt: Callable[[float], str]) ->
 def interval(e: Mapping[str, Any], fmt: Callable[[float], str]) -> str:
     """An estimate of `hdlib.bench.intervals` as written: '1.85x [1.62x, 2.10x]'."""
     return f"{fmt(e['value'])} [{fmt(e['low'])}, {fmt(e['high'])}]"
+
+
+def estimate(value: Estimate | float, fmt: Callable[[float], str]) -> str:
+    """A number, with its 95 % interval where it has one: '1.85x [1.62x, 2.10x]'."""
+    return interval(value.to_json(), fmt) if isinstance(value, Estimate) else fmt(value)
 
 
 def questions_in(metrics: Mapping[str, Any]) -> int | None:
@@ -59,13 +65,6 @@ def comparison_table(data: Mapping[str, Any]) -> list[str]:
     ]
 
 
-TIER_ORDER = ("context", "recycled", "model", "statistics")
-
-
-def tier_shares(metrics: Mapping[str, Any]) -> dict[str, float]:
-    return {k: float(v) for k, v in (metrics.get("tier_share") or {}).items()}
-
-
 def bench_tables(data: Mapping[str, Any]) -> list[str]:
     """Overall metrics and tier shares per method, speedup and MAT per task (and identical per task
     where some method is not identical everywhere)."""
@@ -89,24 +88,14 @@ def bench_tables(data: Mapping[str, Any]) -> list[str]:
             else []
         ),
     ]
-    shares = {name: tier_shares(m["overall"]) for name, m in methods.items()}
-    seen = {t for s in shares.values() for t in s}
-    tiers = [t for t in TIER_ORDER if t in seen] + sorted(seen - {*TIER_ORDER, "bonus"}) + ["bonus"] * ("bonus" in seen)
-    rows = []  # draft ms: "-" where a method's records do not time it (transformers', vLLM's), not 0
-    for name, m in methods.items():
-        o = m["overall"]
-        share = [pct(shares[name][t]) if t in shares[name] else "" for t in tiers]
-        rows.append(
-            [
-                code(name),
-                spread(o, "speedup", x),
-                spread(o, "mat", f2),
-                spread(o, "tokens_per_s", f1),
-                f2(o["draft_ms"]) if Method.parse(name).times_phases else "-",
-                pct(o["identical_frac"]),
-                *share,
-            ]  # fmt: skip
-        )
+    overall = overall_rows(data)
+    tiers = tier_order(t for row in overall for t in row.tier_share)
+    rows = [
+        [code(row.method), estimate(row.speedup, x), estimate(row.mat, f2), estimate(row.tokens_per_s, f1),
+         "-" if row.draft_ms is None else f2(row.draft_ms), pct(row.identical_frac),
+         *(pct(row.tier_share[t]) if t in row.tier_share else "" for t in tiers)]
+        for row in overall
+    ]  # fmt: skip
     out = [
         "Settings: " + ", ".join(settings) + ".",
         table(
@@ -146,19 +135,10 @@ def tier_tables(data: Mapping[str, Any]) -> list[str]:
     """Per hdlib method and tier, overall: what it was credited with, what it drafted alone and with
     another tier, how often it was asked and its drafting time (runs that record them)."""
     rows = [
-        [
-            code(name) if i == 0 else "",
-            tier,
-            pct(o["tier_share"].get(tier, 0.0)),
-            pct(t["alone"]),
-            pct(t["shared"]),
-            pct(t["asked"]),
-            f2(t["lookup_ms"]),
-        ]
-        for name, m in data["methods"].items()
-        for o in [m["overall"]]
-        for i, (tier, t) in enumerate((o.get("tiers") or {}).items())
-    ]
+        [code(row.method) if row.first else "", row.tier, pct(row.credited), pct(row.work.alone),
+         pct(row.work.shared), pct(row.work.asked), f2(row.work.lookup_ms)]
+        for row in tier_rows(data)
+    ]  # fmt: skip
     if not rows:
         return []
     return [

@@ -43,7 +43,7 @@ def main() -> None:
     outputs: dict[str, list[list[int]]] = {}
     for r in range(args.rounds):
         for mode, lm in models.items():
-            profile = measure_forward(lm.model, 256, max(KS), repeats=3, progress=False, ks=KS)
+            profile = measure_forward(lm.model, 256, max(KS), repeats=3, ks=KS)
             forward[mode].append([1e3 * profile.seconds[k - 1] for k in KS])
             start, tokens, answers = time.perf_counter(), 0, []
             for prompt in prompts:

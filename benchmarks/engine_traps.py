@@ -29,21 +29,11 @@ import torch
 from benchmarks.common import results_path
 from benchmarks.markdown import count, f3, table
 from hdlib.engine.sampling import Warp
-from hdlib.models.cpu import describe_machine
+from hdlib.models.cpu import describe_machine, median_seconds
 from hdlib.store import write_text_atomic
 from hdlib.tiers import ContextTier
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def median_ms(call, repeats: int) -> float:
-    call()  # warm-up
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        call()
-        times.append(time.perf_counter() - start)
-    return 1e3 * statistics.median(times)
 
 
 def sampling_times(repeats: int) -> list[dict[str, object]]:
@@ -58,7 +48,7 @@ def sampling_times(repeats: int) -> list[dict[str, object]]:
                 rows.append({
                     "vocab": vocab, "logits": spread, "top_p": top_p,
                     "kept_tokens": int((probs > 0).sum()),
-                    "ms_per_node": round(median_ms(lambda w=warp, x=logits: w(x), repeats), 3),
+                    "ms_per_node": round(1e3 * median_seconds(lambda w=warp, x=logits: w(x), repeats), 3),
                 })
                 print(rows[-1], file=sys.stderr, flush=True)
     return rows
@@ -83,7 +73,7 @@ def model_sampling_times(repeats: int) -> list[dict[str, object]]:
     for top_p in (1.0, 0.95, 0.9):
         warp = Warp(temperature=1.0, top_p=top_p)
         kept = [int((warp(row) > 0).sum()) for row in logits]
-        times = [median_ms(lambda w=warp, x=row: w(x), max(3, repeats // 5)) for row in logits]
+        times = [1e3 * median_seconds(lambda w=warp, x=row: w(x), max(3, repeats // 5)) for row in logits]
         rows.append({
             "vocab": logits.shape[-1], "logits": "packaged model, 64 positions of a sampled answer", "top_p": top_p,
             "kept_tokens_median": int(statistics.median(kept)), "kept_tokens_max": max(kept),
@@ -106,7 +96,7 @@ def context_times(repeats: int) -> list[dict[str, object]]:
         rows.append({
             "context_tokens": len(text), "budget": budget, "drafts": len(drafts), "drafts_prefix_of_another": prefixes,
             "drafted_tokens": sum(map(len, drafts)), "longest_draft": max(map(len, drafts), default=0),
-            "ms_per_lookup": round(median_ms(lambda t=tier, x=text, b=budget: t.lookup(x, b), repeats), 3),
+            "ms_per_lookup": round(1e3 * median_seconds(lambda t=tier, x=text, b=budget: t.lookup(x, b), repeats), 3),
         })
         print(rows[-1], file=sys.stderr, flush=True)
     return rows

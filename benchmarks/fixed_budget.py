@@ -32,8 +32,9 @@ from hdlib.decoding import generate
 from hdlib.engine.drafter import Drafter
 from hdlib.engine.forward_time import flat_profile, load_or_measure
 from hdlib.engine.loop import DecodeSettings, run
+from hdlib.engine.prior import AcceptancePrior
 from hdlib.engine.trace import Generation
-from hdlib.engine.value import AcceptancePrior, ValueBudget
+from hdlib.engine.value import ValueBudget
 from hdlib.models.cpu import describe_machine
 from hdlib.store import write_text_atomic
 from hdlib.tiers import ContextTier, RecycledTier, Tier
@@ -61,8 +62,10 @@ def main() -> None:
 
     def generate_with(name: str, ids: list[int], budget: str) -> Generation:
         if budget.startswith("top"):
-            settings = DecodeSettings(max_new_tokens=args.max_new_tokens)
-            return run(lm.model, ids, Drafter(tiers(name)), settings, lm.eos_token_ids, top_n(int(budget[3:])))
+            settings, policy = DecodeSettings(max_new_tokens=args.max_new_tokens), top_n(int(budget[3:]))
+            gen = run(lm.model, ids, Drafter(tiers(name)), settings, lm.eos_token_ids, policy)
+            policy.prior.merge(policy.rates())  # type: ignore[union-attr]  (as `generate` does)
+            return gen
         fixed = None if budget == "auto" else int(budget)
         return generate(lm, ids, tiers(name), max_new_tokens=args.max_new_tokens, budget=fixed)
 

@@ -36,8 +36,9 @@ from hdlib.engine.drafter import Drafter
 from hdlib.engine.forward_time import ForwardProfile, flat_profile
 from hdlib.engine.gate import EXPECTED_EDGES, TierGate, expected_band
 from hdlib.engine.loop import DecodeSettings, run
+from hdlib.engine.prior import AcceptancePrior
 from hdlib.engine.trace import Generation
-from hdlib.engine.value import AcceptancePrior, ValueBudget
+from hdlib.engine.value import ValueBudget
 from hdlib.models.cpu import describe_machine
 from hdlib.models.loading import LoadedModel
 from hdlib.store import write_text_atomic
@@ -68,9 +69,11 @@ def answer(lm: LoadedModel, ids: list[int], gate: bool, profile: ForwardProfile,
            max_new_tokens: int, log: Counter) -> Generation:  # fmt: skip
     policy = ValueBudget(profile, prior, gate=gate)
     if gate:
-        policy.gate = LoggedGate(policy.model.decay, log)
+        policy.tier_gate = LoggedGate(policy.model.decay, log)
     drafter = Drafter([make_tier(t, lm) for t in DEFAULT_TIERS])
-    return run(lm.model, ids, drafter, DecodeSettings(max_new_tokens=max_new_tokens), lm.eos_token_ids, policy)
+    gen = run(lm.model, ids, drafter, DecodeSettings(max_new_tokens=max_new_tokens), lm.eos_token_ids, policy)
+    prior.merge(policy.rates())  # as `generate` does: the next answer starts where this one left off
+    return gen
 
 
 def main() -> None:

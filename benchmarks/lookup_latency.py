@@ -22,16 +22,12 @@ from typing import Any
 
 from benchmarks.common import RESULTS, UNRECORDED, results_path
 from benchmarks.markdown import count, f2, table
+from hdlib.bench.intervals import percentile
 from hdlib.databases.registry import load_tier, lookup_latency
 from hdlib.models.loading import load_model
 from hdlib.tiers import ContextTier, Tier
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 def main() -> None:

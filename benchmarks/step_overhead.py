@@ -1,16 +1,20 @@
 """The engine's own time per step, this checkout against another engine, side by side.
 
-    python -m benchmarks.step_overhead --base PATH --questions data/spec_bench/question.jsonl [--budget 64]
+    python -m benchmarks.step_overhead --base PATH --questions data/spec_bench/question.jsonl [--budget 64|auto]
         [--per-task 2] [--max-new-tokens 64] [--out benchmarks/results/<machine>/step_overhead.json]
 
 `--base` is another checkout of hdlib (for example `git worktree add /tmp/hd_base <commit>`). Each
 engine runs in a worker process of its own (the same Python, started in its checkout) with
 the packaged model; question by question, one worker answers, then the other, the order alternating,
 so both meet the same machine. Greedy HD, the three default tiers, a fixed budget, each question's
-first turn. The engine's overhead is measured alike for both, outside either engine: the
+first turn (`--budget auto`: the value-ranked tree from the packaged model's read-only prior, as
+`generate` chooses it, so neither engine starts from what the other learned). The engine's overhead
+is measured alike for both, outside either engine: the
 generation's wall time minus the time spent inside the model's forward calls (the model's `forward`
 is wrapped by a timer), per step. Each engine's own phase times (`StepTimes`) are kept beside it.
-The answers must be identical (both are lossless).
+The answers must be identical (both are lossless); at a fixed budget the steps are too, where the
+two engines draft alike. The paired ratio of each question's tokens per second (this over base, with
+its bootstrap interval over questions) says whether one engine is faster.
 """
 
 from __future__ import annotations
@@ -28,12 +32,13 @@ from typing import Any
 
 from benchmarks.common import QUESTIONS_HELP, results_path
 from benchmarks.markdown import code, count, f1, f2, table
+from hdlib.bench.intervals import Estimate, verdict
 
 ROOT = Path(__file__).resolve().parents[1]
 PHASES = ("draft", "tree", "forward", "accept", "update", "policy")
 
 
-def worker(questions_path: Path, per_task_n: int, budget: int, max_new_tokens: int) -> None:
+def worker(questions_path: Path, per_task_n: int, budget: int | None, max_new_tokens: int) -> None:
     """Answer the question indices read from stdin, one JSON line each on stdout."""
     import hdlib
     from hdlib.bench.specbench import load_questions, per_task
@@ -67,6 +72,7 @@ def worker(questions_path: Path, per_task_n: int, budget: int, max_new_tokens: i
             "tokens": g.tokens,
             "steps": len(g.steps),
             "wall_s": g.wall_s,
+            "tokens_per_s": g.tokens_per_s,
             "forward_s": forward["s"],
             "forward_calls": forward["calls"],
             "phases_s": phases,
@@ -77,11 +83,12 @@ def worker(questions_path: Path, per_task_n: int, budget: int, max_new_tokens: i
 class Worker:
     def __init__(self, name: str, root: Path, args: argparse.Namespace) -> None:
         self.name = name
-        # Run in its checkout, whose hdlib comes first; this checkout's benchmarks package where it has none.
-        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        # This file's worker, with the checkout's hdlib first (an older checkout's own copy of this file may
+        # answer otherwise).
+        env = {**os.environ, "PYTHONPATH": f"{root}{os.pathsep}{ROOT}"}
         command = [
-            sys.executable, "-m", "benchmarks.step_overhead", "--worker", "--questions", str(args.questions.resolve()),
-            "--per-task", str(args.per_task), "--budget", str(args.budget),
+            sys.executable, __file__, "--worker", "--questions", str(args.questions.resolve()),
+            "--per-task", str(args.per_task), "--budget", "auto" if args.budget is None else str(args.budget),
             "--max-new-tokens", str(args.max_new_tokens),
         ]  # fmt: skip
         self.process = subprocess.Popen(
@@ -103,6 +110,11 @@ class Worker:
         self.process.wait(timeout=60)
 
 
+def parse_budget(text: str) -> int | None:
+    """A fixed budget, or None for "auto" (the value-ranked tree)."""
+    return None if text == "auto" else int(text)
+
+
 def summary(rows: list[dict]) -> dict:
     steps = sum(r["steps"] for r in rows)
     overhead = sum(r["wall_s"] - r["forward_s"] for r in rows)
@@ -122,7 +134,7 @@ def main() -> None:
     parser.add_argument("--base", type=Path, help="another checkout of hdlib, the engine to compare with")
     parser.add_argument("--questions", type=Path, required=True, help=QUESTIONS_HELP)
     parser.add_argument("--per-task", type=int, default=2)
-    parser.add_argument("--budget", type=int, default=64)
+    parser.add_argument("--budget", type=parse_budget, default=64, help="draft tokens per step, or auto")
     parser.add_argument("--max-new-tokens", type=int, default=64)
     parser.add_argument("--out", type=Path, help="default: benchmarks/results/<machine>/step_overhead.json")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
@@ -133,6 +145,7 @@ def main() -> None:
     if args.base is None:
         parser.error("--base is needed: a checkout of the engine to compare with")
 
+    from hdlib.bench.intervals import geometric_mean
     from hdlib.models.cpu import describe_machine
 
     engines = {"base": args.base.resolve(), "this": ROOT}
@@ -155,7 +168,9 @@ def main() -> None:
         for w in workers.values():
             w.close()
     result = {name: summary(r) for name, r in rows.items()}
-    identical = [b["tokens"] == t["tokens"] for b, t in zip(rows["base"], rows["this"], strict=True)]
+    pairs = list(zip(rows["base"], rows["this"], strict=True))
+    identical = [b["tokens"] == t["tokens"] for b, t in pairs]
+    speed = geometric_mean([t["tokens_per_s"] / b["tokens_per_s"] for b, t in pairs])
     ratios = [
         t / b
         for b, t in zip(
@@ -168,13 +183,19 @@ def main() -> None:
         "what": "engine overhead per step (wall minus the model's forward calls), greedy, default tiers",
         "command": " ".join(["python -m benchmarks.step_overhead", *sys.argv[1:]]),
         "machine": describe_machine(),
-        "settings": {"budget": args.budget, "per_task": args.per_task, "max_new_tokens": args.max_new_tokens},
+        "settings": {
+            "budget": "auto" if args.budget is None else args.budget,
+            "per_task": args.per_task,
+            "max_new_tokens": args.max_new_tokens,
+        },
         "base": str(args.base),
         "results": result,
         "overhead_ratio_this_over_base": result["this"]["overhead_ms_per_step"]
         / result["base"]["overhead_ms_per_step"],
         "overhead_ratio_median_by_question": statistics.median(ratios),
         "identical_answers": sum(identical),
+        "identical_steps": sum(b["steps"] == t["steps"] for b, t in pairs),
+        "tokens_per_s_ratio_this_over_base": speed.to_json(),
         "questions": n,
     }
     args.out = args.out or results_path("step_overhead.json")  # here, not in the workers: they import no hdlib early
@@ -186,7 +207,8 @@ def main() -> None:
         f"({out['overhead_ratio_this_over_base']:.2f}x; "
         f"median by question {out['overhead_ratio_median_by_question']:.2f}x); "
         f"forward per step {b['forward_ms_per_step']:.0f} / {t['forward_ms_per_step']:.0f} ms; "
-        f"identical answers {sum(identical)}/{n}"
+        f"identical answers {sum(identical)}/{n}, identical steps {out['identical_steps']}/{n}; "
+        f"tokens/s this / base {speed.describe()} ({verdict(speed)})"
     )
 
 
@@ -224,9 +246,20 @@ def tables(data: Mapping[str, Any]) -> list[str]:
         (
             f"Overhead this / base: {f2(data['overhead_ratio_this_over_base'])} (median by question "
             f"{f2(data['overhead_ratio_median_by_question'])}); identical answers: {data['identical_answers']} of "
-            f"{data['questions']}."
+            f"{data['questions']}" + side_by_side(data) + "."
         ),
     ]
+
+
+def side_by_side(data: Mapping[str, Any]) -> str:
+    """Identical steps and the paired tokens-per-second ratio, where the run has them (older runs do not)."""
+    if "tokens_per_s_ratio_this_over_base" not in data:
+        return ""
+    ratio = Estimate.from_json(data["tokens_per_s_ratio_this_over_base"])
+    return (
+        f"; identical steps: {data['identical_steps']} of {data['questions']}; tokens per second this / base "
+        f"{ratio.describe()} ({verdict(ratio)}, paired by question)"
+    )
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@
 
     class Echo(hdlib.DraftTier):                  # a tier of your own: a name, a letter, a colour
         tier = hdlib.Tier("echo", "X", "#332288")
-        def lookup(self, context, budget):
+        def propose(self, context, budget):
             return [tuple(context[-budget:])]
     hdlib.generate(lm, "Say it twice: ...", tiers=["context", Echo()])
     hdlib.register_tier(Echo)                     # now "X" in --tiers C,X and hd:CX too
@@ -23,18 +23,20 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import sys
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from hdlib.databases.registry import describe, load_tier, make_tier, open_database, parse_tiers, register_tier
-    from hdlib.decoding import generate
+    from hdlib.decoding import forward_profile, generate
     from hdlib.engine.budget import FixedBudget
     from hdlib.engine.drafter import Drafter
     from hdlib.engine.loop import Decoder, DecodeSettings, decode, run
+    from hdlib.engine.prior import AcceptancePrior
     from hdlib.engine.sampling import Sampler, Warp
     from hdlib.engine.trace import Generation, Step, StepTimes, StopReason
     from hdlib.engine.tree import DraftTree, tree_buffers
-    from hdlib.engine.value import AcceptancePrior, ValueBudget
+    from hdlib.engine.value import ValueBudget
     from hdlib.errors import HDError
     from hdlib.models.loading import DEFAULT_MODEL, LoadedModel, get_device, load_model
     from hdlib.tiers import BONUS, ContextSettings, ContextTier, DraftRow, DraftTier, Tier
@@ -49,6 +51,7 @@ _EXPORTS = {
     "parse_tiers": "hdlib.databases.registry",
     "register_tier": "hdlib.databases.registry",
     "generate": "hdlib.decoding",
+    "forward_profile": "hdlib.decoding",
     "FixedBudget": "hdlib.engine.budget",
     "Drafter": "hdlib.engine.drafter",
     "Decoder": "hdlib.engine.loop",
@@ -63,7 +66,7 @@ _EXPORTS = {
     "StopReason": "hdlib.engine.trace",
     "DraftTree": "hdlib.engine.tree",
     "tree_buffers": "hdlib.engine.tree",
-    "AcceptancePrior": "hdlib.engine.value",
+    "AcceptancePrior": "hdlib.engine.prior",
     "ValueBudget": "hdlib.engine.value",
     "HDError": "hdlib.errors",
     "DEFAULT_MODEL": "hdlib.models.loading",
@@ -89,6 +92,22 @@ def __getattr__(name: str) -> Any:
         raise AttributeError(f"module 'hdlib' has no attribute {name!r}")
     globals()[name] = value
     return value
+
+
+def _show_in_notebooks() -> None:
+    """In IPython (a notebook), show a `Generation` as its answer coloured by tier with its summary
+    (`hdlib.presentation.generation_html`): registered by name, so nothing is imported until one is shown."""
+    shell = sys.modules["IPython"].get_ipython() if "IPython" in sys.modules else None
+    if shell is not None:
+        html = shell.display_formatter.formatters["text/html"]
+        html.for_type_by_name("hdlib.engine.trace", "Generation", lambda gen: _presentation().generation_html(gen))
+
+
+def _presentation() -> Any:
+    return importlib.import_module("hdlib.presentation")
+
+
+_show_in_notebooks()
 
 
 def __dir__() -> list[str]:
@@ -122,6 +141,7 @@ __all__ = [
     "Warp",
     "decode",
     "describe",
+    "forward_profile",
     "generate",
     "get_device",
     "load_model",

@@ -15,15 +15,17 @@ from pathlib import Path
 from hdlib.databases.registry import make_tier, parse_tiers
 from hdlib.engine.budget import BudgetPolicy, FixedBudget
 from hdlib.engine.drafter import Drafter
-from hdlib.engine.forward_time import load_or_measure
+from hdlib.engine.forward_time import ForwardProfile, load_or_measure
 from hdlib.engine.loop import Decoder, DecodeSettings, check_prompt
+from hdlib.engine.prior import AcceptancePrior
 from hdlib.engine.sampling import SAMPLING_RULES
 from hdlib.engine.trace import Generation
-from hdlib.engine.value import AcceptancePrior, ValueBudget
+from hdlib.engine.value import ValueBudget
 from hdlib.errors import HDError
 from hdlib.models.loading import LoadedModel, context_length
 from hdlib.models.packaged import PACKAGED
 from hdlib.paths import data_dir
+from hdlib.presentation import progress_bar
 from hdlib.tiers import DEFAULT_TIERS, DraftTier, Tier
 
 # The acceptance priors a generation at the auto budget may start from, by name (a file's path too).
@@ -69,6 +71,12 @@ def named_prior(choice: PriorChoice, model_name: str) -> AcceptancePrior | None:
     raise HDError(f"unknown acceptance prior {choice!r}: choose {', '.join(PRIOR_CHOICES)} or a JSON file's path")
 
 
+def forward_profile(lm: LoadedModel) -> ForwardProfile:
+    """The forward-time profile of `lm` on this device (`hdlib.engine.forward_time`), cached, measured
+    with a progress bar on first use: what the value-ranked tree weighs drafts against."""
+    return load_or_measure(lm.model, progress=progress_bar("measuring forward time"))
+
+
 def resolve_prior(choice: PriorChoice, lm: LoadedModel, key: str | None = None) -> AcceptancePrior:
     """The acceptance prior `choice` names for the model `lm`: an `AcceptancePrior` as it is;
     "learned", the one this machine's cache keeps for the model and device (`key`, a forward
@@ -79,7 +87,7 @@ def resolve_prior(choice: PriorChoice, lm: LoadedModel, key: str | None = None) 
     named = named_prior(choice, lm.name)
     if named is not None:
         return named
-    return AcceptancePrior.for_model(key if key is not None else load_or_measure(lm.model).key)
+    return AcceptancePrior.for_model(key if key is not None else forward_profile(lm).key)
 
 
 def generate(
@@ -105,7 +113,7 @@ def generate(
     `prompt` is text, encoded in `prompt_format` (`LoadedModel.encode_prompt`: "auto" is the model's
     chat template, or FastChat's vicuna format when it has none; "raw", as `chat=False`, is the text
     as it is), or token ids. `tiers` are names, letters, `Tier`s or ready `DraftTier`s (a tier of
-    your own), asked in that order; a ready `drafter` (e.g. `hdlib.bench.paper.paper_drafter(lm)`) is
+    your own), asked in that order; a ready `drafter` (e.g. `hdlib.bench.paper_drafter.paper_drafter(lm)`) is
     used instead of them.
     `budget` is the most draft tokens per step (the tiers fill it in order); None chooses it per
     step from the measured forward time, and asks a tier after the first only where asking it pays
@@ -149,11 +157,14 @@ def generate(
     if not drafter.tiers:
         policy: BudgetPolicy = FixedBudget(0)
     elif fixed is None:
-        profile = load_or_measure(lm.model)
+        profile = forward_profile(lm)
         used = chosen if chosen is not None else AcceptancePrior.for_model(profile.key)
         policy = ValueBudget(profile, used, candidates=candidates, gate=gate)
     else:
         policy = fixed
     digest = used.digest() if used is not None else ""  # before a learning prior merges this generation
     gen = Decoder(lm.model, prompt_ids, drafter, settings, lm.eos_token_ids, policy).run(lm)
-    return gen if used is None else replace(gen, prior_source=used.source, prior_digest=digest)
+    if used is None or not isinstance(policy, ValueBudget):
+        return gen
+    used.merge(policy.rates())  # a learning prior keeps what this generation learned; a read-only one ignores it
+    return replace(gen, prior_source=used.source, prior_digest=digest)

@@ -1,4 +1,4 @@
-"""How records are shown, written once for the CLI, `Generation._repr_html_` and the widgets.
+"""How records are shown, written once for the CLI, a notebook's view of a `Generation` and the widgets.
 
 A tier's colour is its own (`Tier.color`); here it becomes an HTML style or a terminal's 24-bit
 colour. A legend is a list of (tier, count) entries, the generation's tiers in order and then the
@@ -8,13 +8,25 @@ so that the records below them and the views above them can share them.
 
 from __future__ import annotations
 
+import functools
 import html
-from collections.abc import Mapping, Sequence
-from typing import Protocol
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Protocol, TypeVar
+
+from tqdm.auto import tqdm
 
 from hdlib.tiers.base import Tier
 
 Legend = Sequence[tuple[Tier, int]]  # (tier, tokens), the bonus token last
+T = TypeVar("T")
+
+
+def progress_bar(desc: str) -> Callable[[Iterable[T]], Iterable[T]]:
+    """A progress bar over an iterable (tqdm's: a widget in a notebook, text in a terminal).
+
+    The bar is left when done: in a notebook tqdm closes a bar with leave=False, its output stays in
+    the saved notebook, and a page reloaded with the kernel running says "model not found" there."""
+    return functools.partial(tqdm, desc=desc)
 
 
 class TierRow(Protocol):
@@ -90,3 +102,26 @@ def tiers_text(rows: Sequence[TierRow], steps: int) -> list[str]:
         f"{r.tier.name} {r.asked}" + (f" ({1e3 * r.lookup_s / r.asked:.2f} ms each)" if r.asked else "") for r in rows
     )
     return [f"accepted tokens drafted by one tier or several: {drafted}", f"asked in {steps} steps: {asked}"]
+
+
+class Shown(Protocol):
+    """What a notebook shows of a generation (`hdlib.engine.trace.Generation`)."""
+
+    tokens: list[int]
+    pieces: list[str]
+    token_tiers: list[Tier]
+
+    def legend(self) -> Legend: ...
+
+    def summary(self) -> Mapping[str, object]: ...
+
+
+def generation_html(gen: Shown) -> str:
+    """The answer with each token coloured by the tier it came from, and the summary below: how a
+    notebook shows a `Generation` (`hdlib` registers it with IPython)."""
+    pieces = gen.pieces or [f"[{t}]" for t in gen.tokens]
+    return (
+        '<div style="white-space:pre-wrap;font-family:monospace">'
+        f"{tokens_html(pieces, gen.token_tiers)}</div>"
+        f"<div>{legend_html(gen.legend())}</div>{table_html(gen.summary())}"
+    )

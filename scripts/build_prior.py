@@ -24,7 +24,7 @@ from tqdm import tqdm
 
 import hdlib
 from hdlib.bench.specbench import load_questions
-from hdlib.engine.value import AcceptancePrior
+from hdlib.engine.prior import AcceptancePrior
 from hdlib.models.loading import DEFAULT_MODEL
 from hdlib.paths import data_dir
 

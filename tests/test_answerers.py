@@ -13,7 +13,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import numpy as np
 import pytest
-from tiny import save_tiny
+from support.tiny import save_tiny
 
 from hdlib.cli import main
 from hdlib.databases import answerers, modeldb

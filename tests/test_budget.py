@@ -6,12 +6,15 @@ from __future__ import annotations
 import pytest
 
 from hdlib.engine.budget import MAX_FIXED_BUDGET, FixedBudget
+from hdlib.engine.tree import DraftTree
 from hdlib.errors import HDError
+from hdlib.tiers import ContextTier
 
 
 def test_fixed_budget_rejects_negative_values_and_more_than_a_tree_can_usefully_hold():
-    assert FixedBudget(0).draft_budget(5) == 0
-    assert FixedBudget(MAX_FIXED_BUDGET).draft_budget(5) == MAX_FIXED_BUDGET
+    root = DraftTree(root=5)
+    assert FixedBudget(0).gate(ContextTier(), root, [5], ()) == 0
+    assert FixedBudget(MAX_FIXED_BUDGET).gate(ContextTier(), root, [5], ()) == MAX_FIXED_BUDGET
     with pytest.raises(HDError):
         FixedBudget(-1)
     with pytest.raises(HDError, match=f"more than a draft tree can usefully hold: at most {MAX_FIXED_BUDGET}"):

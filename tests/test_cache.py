@@ -10,8 +10,8 @@ import random
 
 import pytest
 import torch
-from oracle import OracleTier
-from tiny import VOCAB, tiny_gemma3, tiny_llama
+from support.oracle import OracleTier
+from support.tiny import VOCAB, tiny_gemma3, tiny_llama
 
 from hdlib import decoding
 from hdlib.engine import cache as cache_module
@@ -220,7 +220,7 @@ def same_records(a, b) -> bool:
 class DecoyFirst(OracleTier):
     """Every other step a wrong token first, then the true continuation: paths off the first branch."""
 
-    def lookup(self, context, budget):
+    def propose(self, context, budget):
         true = tuple(self.truth[len(context) : len(context) + 3])
         if not true or self.rng.random() < 0.5:
             return []

@@ -1,12 +1,12 @@
 """The command line: each bad input is one clear error line and exit status 2, nothing on stdout; a tier
-of one's own (tests/echo.py) in the summary in its colour; dtype "auto" by default."""
+of one's own (tests/support/echo.py) in the summary in its colour; dtype "auto" by default."""
 
 from __future__ import annotations
 
 import huggingface_hub.constants
 import pytest
-from echo import ECHO, PROMPT
-from tiny import save_tiny
+from support.echo import ECHO, PROMPT
+from support.tiny import save_tiny
 
 from hdlib.cli import build_parser, main
 from hdlib.presentation import ansi
@@ -137,7 +137,7 @@ def test_generate_says_what_the_rejection_rule_promises(capsys, tmp_path):
 def test_the_prior_flag_reaches_generate_and_the_summary_names_the_prior(capsys, folder, tmp_path, monkeypatch):
     import hdlib.decoding
     from hdlib.engine.forward_time import flat_profile
-    from hdlib.engine.value import AcceptancePrior
+    from hdlib.engine.prior import AcceptancePrior
 
     monkeypatch.setenv("HDLIB_CACHE", str(tmp_path / "cache"))
     monkeypatch.setattr(hdlib.decoding, "load_or_measure", lambda model, *args, **kwargs: flat_profile())

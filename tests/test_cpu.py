@@ -6,7 +6,7 @@ import json
 
 import pytest
 import torch
-from tiny import tiny_llama
+from support.tiny import tiny_llama
 
 from hdlib.engine.loop import DecodeSettings, run
 from hdlib.errors import HDError

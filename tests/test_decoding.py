@@ -7,15 +7,16 @@ from __future__ import annotations
 import json
 
 import pytest
-from echo import ECHO, PROMPT, Echo
-from tiny import save_tiny
+from support.echo import ECHO, PROMPT, Echo
+from support.tiny import save_tiny
 
 import hdlib
 import hdlib.decoding
 from hdlib.decoding import PRIOR_CHOICES, named_prior, packaged_prior_path, resolve_prior
 from hdlib.engine.forward_time import ForwardProfile
-from hdlib.engine.value import AcceptancePrior
+from hdlib.engine.prior import AcceptancePrior
 from hdlib.errors import HDError
+from hdlib.presentation import generation_html
 from hdlib.tiers import BONUS, Tier
 
 C = Tier.CONTEXT
@@ -41,7 +42,7 @@ def test_a_tier_of_ones_own_drafts_and_its_tokens_are_counted_under_its_name(lm)
         "echo": gen.tier_counts[ECHO],
         "bonus": gen.tier_counts[BONUS],
     }
-    assert f"color:{ECHO.color}" in gen._repr_html_()
+    assert f"color:{ECHO.color}" in generation_html(gen)
 
 
 # Forward time that grows gently with the tokens of a pass: the auto budget's first step drafts only

@@ -7,7 +7,7 @@ import json
 
 import pytest
 import torch
-from tiny import VOCAB, save_tiny, tiny_gemma3, tiny_llama
+from support.tiny import VOCAB, save_tiny, tiny_gemma3, tiny_llama
 
 import hdlib.bench.run
 from hdlib.bench import BenchResults, QuestionRuns, divergence_table, identical_line, run_benchmark, summary

@@ -5,9 +5,9 @@ trie, and refuses a draft token outside the model's vocabulary, naming the tier 
 from __future__ import annotations
 
 import pytest
-from greedy import PROMPT, model, plain
-from oracle import OracleTier
-from tiny import VOCAB
+from support.greedy import PROMPT, model, plain
+from support.oracle import OracleTier
+from support.tiny import VOCAB
 
 from hdlib.engine.budget import FixedBudget
 from hdlib.engine.drafter import Drafter
@@ -21,7 +21,7 @@ class Fixed(OracleTier):
     def __init__(self, tier: Tier, drafts):
         self.tier, self.drafts, self.asked = tier, drafts, []
 
-    def lookup(self, context, budget):
+    def propose(self, context, budget):
         self.asked.append(budget)
         return self.drafts
 
@@ -30,7 +30,8 @@ def test_drafter_fills_the_budget_in_tier_order_and_merges():
     c = Fixed(Tier.CONTEXT, [(1, 2, 3), (1, 2)])
     m = Fixed(Tier.MODEL, [(1, 2, 4), (5, 6, 7, 8)])
     s = Fixed(Tier.STATISTICS, [(9,)])
-    tree, lookups = Drafter([c, m, s]).draft([0], budget=6, max_depth=10)
+    tree, lookups, budget = Drafter([c, m, s]).draft([0], max_depth=10, gate=FixedBudget(6).gate)
+    assert budget == 6
     assert c.asked == [6] and m.asked == [3] and s.asked == []  # S is never asked: budget full
     assert [(x.tier, x.added) for x in lookups] == [(Tier.CONTEXT, 3), (Tier.MODEL, 3)]
     assert tree.n_drafted == 6
@@ -46,7 +47,7 @@ class FixedDrafts(DraftTier):
     def __init__(self, draft: Draft) -> None:
         self.draft = draft
 
-    def lookup(self, context, budget):
+    def propose(self, context, budget):
         return [self.draft[:budget]]
 
 

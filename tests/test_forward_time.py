@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 import torch
-from tiny import tiny_llama
+from support.tiny import tiny_llama
 
 import hdlib.engine.forward_time
 from hdlib.engine.forward_time import ForwardProfile, profile_key
@@ -41,7 +41,7 @@ def test_the_forward_profile_times_a_grid_of_k_and_interpolates_between(monkeypa
 
     monkeypatch.setattr(hdlib.engine.forward_time, "time_pass", time_pass)
     measure = hdlib.engine.forward_time.measure_forward
-    profile = measure(tiny_llama(), context_len=4, max_k=30, repeats=1, progress=False)
+    profile = measure(tiny_llama(), context_len=4, max_k=30, repeats=1)
     grid = [*range(1, 17), 20, 24, 28, 30]
     assert hdlib.engine.forward_time.measured_ks(30) == grid and sorted(set(timed)) == grid
     assert len(profile.seconds) == 30
@@ -49,7 +49,7 @@ def test_the_forward_profile_times_a_grid_of_k_and_interpolates_between(monkeypa
         assert profile.seconds[k - 1] == pytest.approx(0.015 + 0.001 * k if k >= 4 else 0.010 + 0.001 * k)
     assert profile.seconds[21] == pytest.approx((profile.seconds[19] + profile.seconds[23]) / 2)  # k = 22
     with pytest.raises(HDError, match="ks must hold both"):
-        hdlib.engine.forward_time.measure_forward(tiny_llama(), context_len=4, max_k=30, ks=[1, 8], progress=False)
+        hdlib.engine.forward_time.measure_forward(tiny_llama(), context_len=4, max_k=30, ks=[1, 8])
 
 
 def test_the_profile_key_names_dtype_device_torch_and_cuda(monkeypatch):

@@ -7,7 +7,7 @@ import functools
 import time
 
 import pytest
-from tiny import VOCAB, tiny_llama
+from support.tiny import VOCAB, tiny_llama
 
 from hdlib.engine.drafter import Drafter
 from hdlib.engine.forward_time import flat_profile
@@ -50,7 +50,7 @@ def decisions(gate: TierGate, rate: float, gain: int, steps: int, every: int = 1
         ask = gate.asks(S, expected=2.0, rate=rate)
         said.append(ask)
         adds = ask and sum(said) % every == 0
-        gate.observe(step([(C, 0.001), *([(S, 0.010)] if ask else [])], [S] * gain if adds else []))
+        gate.update(step([(C, 0.001), *([(S, 0.010)] if ask else [])], [S] * gain if adds else []))
     return said
 
 
@@ -77,7 +77,7 @@ def test_what_pays_is_learned_per_band_of_the_tree_so_far():
     for i in range(200):
         expected = 0.0 if i % 2 else 4.5
         ask = gate.asks(S, expected=expected, rate=50.0)
-        gate.observe(step([(C, 0.001), *([(S, 0.010)] if ask else [])], [S] if ask and i % 2 else []))
+        gate.update(step([(C, 0.001), *([(S, 0.010)] if ask else [])], [S] if ask and i % 2 else []))
     assert expected_band(0.0) != expected_band(4.5)
     assert gate.pays(S, expected_band(0.0), 50.0) and not gate.pays(S, expected_band(4.5), 50.0)
 
@@ -102,7 +102,7 @@ class SlowAndSeldomRight(DraftTier):
     def __init__(self, truth: list[int]) -> None:
         self.truth, self.asked = truth, 0
 
-    def lookup(self, context, budget):
+    def propose(self, context, budget):
         self.asked += 1
         time.sleep(0.005)
         right = self.truth[len(context)] if len(context) < len(self.truth) else 0
@@ -147,5 +147,5 @@ def test_a_tier_gains_its_share_of_the_tokens_it_drafted_whatever_its_place():
     band = expected_band(1.0)
     for tier in (C, S):
         gate.asks(tier, expected=1.0, rate=None)
-    gate.observe(step([(C, 0.001), (S, 0.001)], [(C, S), (C, S), S]))
+    gate.update(step([(C, 0.001), (S, 0.001)], [(C, S), (C, S), S]))
     assert gate.gain(C, band) == pytest.approx(1.0) and gate.gain(S, band) == pytest.approx(2.0)

@@ -7,7 +7,7 @@ import html
 from dataclasses import replace
 
 import pytest
-from tiny import save_tiny
+from support.tiny import save_tiny
 
 from hdlib.decoding import generate
 from hdlib.errors import HDError
@@ -27,7 +27,7 @@ class Hand(DraftTier):
     def __init__(self, cards):
         self.cards = [tuple(c) for c in cards]
 
-    def lookup(self, context, budget):
+    def propose(self, context, budget):
         return self.cards
 
 

@@ -23,12 +23,12 @@ LAYERS: list[tuple[str, ...]] = [
     ("errors", "paths"),  # no hdlib imports at all
     ("store",),  # database files: arrays and metadata, written atomically
     ("tiers.rider",),  # the one hook for rows a tier rides in the pass
-    ("tiers.window", "tiers.suffix", "tiers.ngram"),  # the Lookahead window; the indexes the tiers search
+    ("tiers.window", "tiers.suffix_array", "tiers.ngram"),  # the Lookahead window; the indexes the tiers search
     ("tiers.guesses",),  # what the model said after each node, and the table that keeps it
     ("tiers.base",),  # the tier interface and the tiers' names
-    ("tiers.recycling",),
+    ("tiers.recycled",),
     ("tiers.context", "tiers.model", "tiers.statistics"),
-    ("tiers.peers",),  # the field's drafters as tiers: Token Recycling, REST
+    ("tiers.other_methods",),  # the field's drafters as tiers: Token Recycling, REST
     ("tiers",),
     ("serving.index", "serving.gate", "serving.length"),  # a request's context index; whether a lookup, a draft pays
     ("serving.chain",),  # one chain per row of a served batch, a state per request
@@ -40,12 +40,12 @@ LAYERS: list[tuple[str, ...]] = [
     ("presentation",),  # how records are shown: the CLI, the notebooks, the widgets
     ("engine.tree", "engine.cache"),  # the draft tree's tensors; the KV cache
     ("engine.trace", "engine.sampling", "engine.choices"),  # the records; acceptance; the model's choices
-    ("engine.budget",),  # the budget policies: no torch, no model
+    ("engine.budget", "engine.prior"),  # the budget policies: no torch, no model; the acceptance prior on disk
     ("engine.verifier",),
     ("engine.forward_time", "engine.drafter"),
     ("engine.gate",),  # the hierarchy: whether asking the next tier pays
     ("engine.value",),  # the value-ranked budget: each node's estimated acceptance against the forward time
-    ("engine.loop",),  # propose, verify, accept, update
+    ("engine.loop",),  # propose, select, score, accept, keep, learn, yield
     ("engine",),
     ("databases.sharegpt",),
     ("databases.corpus", "databases.answerers"),  # a corpus tokenized; who writes the model database's answers
@@ -55,16 +55,18 @@ LAYERS: list[tuple[str, ...]] = [
     ("decoding",),  # generate(): a prompt, tiers by name, a budget policy, the loop
     ("bench.specbench", "bench.divergence"),  # Spec-Bench's questions; where two answers part, and why
     ("bench.intervals",),  # numbers with their spread: bootstrap intervals over questions, paired ratios
-    ("bench.baselines", "bench.paper"),  # transformers' methods; the paper's HD as its authors ran it
+    ("bench.baselines", "bench.paper_drafter"),  # transformers' methods; the paper's HD as its authors ran it
     ("bench.serving",),  # vLLM's engines as bench methods, and the second pass in vLLM's environment
     ("bench.methods", "bench.records"),  # the method names; turns, questions, metrics, results
     ("bench.run", "bench.reports", "bench.ranking"),  # answering; the printed report; against the paper
     ("bench",),
     ("bench.log",),  # the raw results file, for --resume
+    ("viz.table", "viz.figure_output"),  # a table with a title; a plotly figure among widgets
     ("viz.generation", "viz.game"),
     ("viz.tree", "viz.mechanics", "viz.lookup", "viz.bench", "viz.cost", "viz.sampling"),
-    ("viz.paper", "viz.cards"),  # the paper beside the kit; the card game, dealt from the tiers
-    ("viz.widgets", "viz.quiz"),  # the GUIs; the exit quiz, answered by the engine
+    ("viz.paper_tasks", "viz.contrasts", "viz.cards"),  # the paper beside the kit: per task, its method; the card game
+    ("viz.paper_temperature", "viz.step_settings"),  # the paper against temperature; the step-through's logic
+    ("viz.step_through", "viz.step_mechanics", "viz.quiz"),  # the GUIs; the exit quiz, answered by the engine
     ("viz",),
     ("cli.parser",),  # the command line's arguments
     ("cli.commands",),

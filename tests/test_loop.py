@@ -21,8 +21,8 @@ import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from oracle import OracleTier
-from tiny import VOCAB, tiny_gemma3, tiny_llama
+from support.oracle import OracleTier, TruthTier, prompts
+from support.tiny import VOCAB, tiny_gemma3, tiny_llama
 from torch.overrides import TorchFunctionMode
 
 from hdlib.engine.budget import FixedBudget
@@ -31,7 +31,8 @@ from hdlib.engine.forward_time import ForwardProfile, flat_profile
 from hdlib.engine.loop import Decoder, DecodeSettings, run
 from hdlib.engine.value import ValueBudget
 from hdlib.errors import HDError
-from hdlib.tiers import BONUS, ContextSettings, ContextTier, RecycledTier, Successors, Tier
+from hdlib.tiers import BONUS, ContextSettings, ContextTier, RecycledTier, Tier
+from hdlib.tiers.guesses import GUESSES
 
 MODELS = {"llama": tiny_llama, "gemma3": tiny_gemma3}
 
@@ -44,14 +45,6 @@ def model(name: str):
 @functools.cache
 def plain(name: str, prompt: tuple[int, ...], max_new: int, eos: frozenset[int] = frozenset()) -> list[int]:
     return run(model(name), prompt, None, DecodeSettings(max_new_tokens=max_new), eos).tokens
-
-
-prompts = st.builds(
-    lambda unit, reps, tail: tuple(unit * reps + tail),
-    st.lists(st.integers(3, VOCAB - 1), min_size=1, max_size=10),
-    st.integers(1, 4),
-    st.lists(st.integers(3, VOCAB - 1), max_size=4),
-)
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -122,16 +115,6 @@ def test_stops_at_end_of_sequence_inside_an_accepted_run(name):
     accepted = [last.tree.tokens[n] for n in last.accepted_nodes[1:]]
     # The step's accepted path ran past the end token, and the answer was cut there.
     assert len(accepted) > len(last.tokens) and list(last.tokens) == accepted[: len(last.tokens)]
-
-
-class TruthTier(OracleTier):
-    """Drafts the next 8 tokens of the plain answer, uncorrupted."""
-
-    def __init__(self, truth: list[int]) -> None:
-        super().__init__(truth, VOCAB, tier=Tier.CONTEXT)
-
-    def lookup(self, context, budget):
-        return [tuple(self.truth[len(context) : len(context) + min(8, budget)])]
 
 
 @pytest.mark.parametrize("name", sorted(MODELS))
@@ -329,7 +312,7 @@ def test_a_greedy_step_reads_from_the_device_at_most_twice(name, budget):
     m = model(name)
     truth = list(PROMPT) + run(m, PROMPT, None, DecodeSettings(max_new_tokens=40)).tokens
     tiers = [ContextTier(), OracleTier(truth, VOCAB, seed=3, tier=Tier.STATISTICS), RecycledTier()]
-    decoder = Decoder(m, PROMPT, Drafter(tiers), DecodeSettings(max_new_tokens=40), budget=FixedBudget(budget))
+    decoder = Decoder(m, PROMPT, Drafter(tiers), DecodeSettings(max_new_tokens=40), policy=FixedBudget(budget))
     per_step = reads_per_step(decoder)
     assert len(per_step) >= 3
     worst = max(per_step, key=len)
@@ -341,7 +324,7 @@ def test_the_value_tree_step_reads_at_most_twice_too():
     truth = list(PROMPT) + run(m, PROMPT, None, DecodeSettings(max_new_tokens=40)).tokens
     tiers = [ContextTier(), OracleTier(truth, VOCAB, seed=5, tier=Tier.STATISTICS), RecycledTier()]
     decoder = Decoder(
-        m, PROMPT, Drafter(tiers), DecodeSettings(max_new_tokens=40), budget=ValueBudget(flat_profile([0.01] * 64))
+        m, PROMPT, Drafter(tiers), DecodeSettings(max_new_tokens=40), policy=ValueBudget(flat_profile([0.01] * 64))
     )
     assert max(len(calls) for calls in reads_per_step(decoder)) <= 2
 
@@ -357,7 +340,7 @@ def test_the_counter_sees_a_read():
 def test_step_times_name_every_phase():
     m = model("llama")
     tiers = [ContextTier(), RecycledTier()]
-    gen = run(m, PROMPT, Drafter(tiers), DecodeSettings(max_new_tokens=12), budget=ValueBudget(flat_profile()))
+    gen = run(m, PROMPT, Drafter(tiers), DecodeSettings(max_new_tokens=12), policy=ValueBudget(flat_profile()))
     for step in gen.steps:
         t = step.times
         assert t.policy > 0 and t.draft > 0 and t.forward > 0 and t.accept > 0 and t.update > 0
@@ -374,41 +357,25 @@ def test_records_and_recycled_guesses_agree_with_acceptance_on_ties():
     with torch.no_grad():
         m.lm_head.weight[:] = m.lm_head.weight[0].clone()
     recycled = RecycledTier()
-    gen = run(m, PROMPT, Drafter([ContextTier(), recycled]), DecodeSettings(max_new_tokens=12), budget=FixedBudget(8))
+    gen = run(m, PROMPT, Drafter([ContextTier(), recycled]), DecodeSettings(max_new_tokens=12), policy=FixedBudget(8))
     assert gen.tokens == [0] * 12
     for step in gen.steps:
         assert [step.choices[n] for n in step.accepted_nodes] == list(step.tokens)
     assert recycled.table.guesses(0)[1][0][0] == 0
 
 
-class CountingTable(Successors):
-    """The generation's table, counting the passes it takes (the loop's, made by the test's hook)."""
-
-    made: list[CountingTable] = []
-
-    def __init__(self, width: int = 8) -> None:
-        super().__init__(width)
-        self.passes = 0
-        CountingTable.made.append(self)
-
-    def observe(self, guesses):
-        self.passes += 1
-        super().observe(guesses)
-
-
-def test_the_loop_keeps_one_table_of_the_models_guesses_for_the_recycled_tier_and_the_value_tree(monkeypatch):
-    """One table per generation, filled once per pass, handed to every reader: no reader keeps a
-    second one, and no pass is counted twice."""
-    import hdlib.engine.loop
-
-    monkeypatch.setattr(hdlib.engine.loop, "Successors", CountingTable)
-    CountingTable.made.clear()
+def test_every_learner_reads_the_models_guesses_from_the_one_record_of_each_step():
+    """The model's guesses are read once per pass into the step's record (plain decoding reads none),
+    and the recycled tier and the value-ranked tree each learn them from it: their tables hold the
+    same guesses, and a second generation's recycled table starts empty."""
     m = model("llama")
     tier, policy = RecycledTier(), ValueBudget(flat_profile())
-    gen = run(m, PROMPT, Drafter([ContextTier(), tier]), DecodeSettings(max_new_tokens=16), budget=policy)
-    [table] = CountingTable.made
-    assert tier.table is table and policy.guesses is table and len(table.table) > 0
-    assert table.passes == len(gen.steps)
-    again = run(m, PROMPT, Drafter([ContextTier(), tier]), DecodeSettings(max_new_tokens=16), budget=policy)
-    assert len(CountingTable.made) == 2 and tier.table is CountingTable.made[1]  # a new one per generation
+    gen = run(m, PROMPT, Drafter([ContextTier(), tier]), DecodeSettings(max_new_tokens=16), policy=policy)
+    assert all(s.guesses is not None and len(s.guesses.tokens) == len(s.tree) for s in gen.steps)
+    assert all(len(row) == GUESSES for s in gen.steps for row in s.guesses.successors)  # type: ignore[union-attr]
+    assert len(tier.table.table) > 0 and tier.table.table == policy.guesses.table
+    assert all(s.guesses is None for s in run(m, PROMPT, Drafter([]), DecodeSettings(max_new_tokens=4)).steps)
+    again = run(m, PROMPT, Drafter([ContextTier(), tier]), DecodeSettings(max_new_tokens=16), policy=FixedBudget(8))
     assert again.tokens == gen.tokens
+    tier.begin(PROMPT)
+    assert not tier.table.table  # each request starts afresh

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tiny import VOCAB, save_tiny, tiny_gemma3, tiny_llama
+from support.tiny import VOCAB, save_tiny, tiny_gemma3, tiny_llama
 
 from hdlib.databases import answerers, modeldb
 from hdlib.databases.registry import describe

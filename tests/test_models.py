@@ -18,7 +18,7 @@ import huggingface_hub.constants
 import pytest
 import torch
 import transformers
-from tiny import VICUNA_WORDS, WORDS, save_tiny, tiny_tokenizer
+from support.tiny import VICUNA_WORDS, WORDS, save_tiny, tiny_tokenizer
 from transformers import AutoModelForCausalLM, LlamaForCausalLM
 
 from hdlib.bench import run_benchmark

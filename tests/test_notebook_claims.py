@@ -1,5 +1,6 @@
 """What the notebooks say of committed runs and of the theory, checked: a sentence a teacher reads
-aloud holds for the files and the engine it names (notebook 04's claims: tests/test_viz_paper.py)."""
+aloud holds for the files and the engine it names (notebook 04's claims: tests/test_viz_paper_tasks.py and
+tests/test_viz_paper_temperature.py)."""
 
 from __future__ import annotations
 

@@ -12,6 +12,7 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
+from hdlib.tiers import Tier
 from scripts.lesson_plan import AS_ON_A_GPU
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -150,10 +151,20 @@ def run_cells(*sources: str) -> nbformat.NotebookNode:
     return nb
 
 
+def test_a_generation_shows_in_a_notebook_as_its_answer_coloured_by_tier_with_its_summary():
+    nb = run_cells(
+        "from support.tiny import tiny_llama\nimport hdlib\n"
+        "hdlib.run(tiny_llama(), [5, 6, 5, 6, 5], hdlib.Drafter([hdlib.ContextTier()]), hdlib.DecodeSettings(6))"
+    )
+    shown = nb.cells[0].outputs[0]["data"]["text/html"]
+    assert f"color:{Tier.CONTEXT.color}" in shown and "new_tokens" in shown
+
+
 def test_a_finished_progress_bar_stays_a_live_widget():
     nb = run_cells(
-        "from tiny import tiny_llama\nfrom hdlib.engine.forward_time import measure_forward\n"
-        "measure_forward(tiny_llama(), context_len=8, max_k=3);",
+        "from support.tiny import tiny_llama\nfrom hdlib.engine.forward_time import measure_forward\n"
+        "from hdlib.presentation import progress_bar\n"
+        "measure_forward(tiny_llama(), context_len=8, max_k=3, progress=progress_bar('measuring forward time'));",
         "import ipywidgets\nprint(' '.join(ipywidgets.Widget._active_widgets))",
     )
     shown = {o["data"][WIDGET_VIEW]["model_id"] for o in nb.cells[0].outputs if WIDGET_VIEW in o.get("data", {})}

@@ -167,13 +167,13 @@ def test_what_notebook_03_says_of_its_prompt_holds(lm):
     class Echo(hdlib.DraftTier):
         tier = hdlib.Tier("echo", "X", "#332288")
 
-        def lookup(self, context, budget):
+        def propose(self, context, budget):
             return [tuple(context[-1:]) * 4, tuple(context[-3:])]
 
     class Follow(hdlib.DraftTier):
         tier = hdlib.Tier("follow", "F", "#56B4E9")
 
-        def lookup(self, context, budget):
+        def propose(self, context, budget):
             for i in range(len(context) - 2, -1, -1):
                 if context[i] == context[-1]:
                     return [tuple(context[i + 1 : i + 4])]

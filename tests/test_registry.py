@@ -8,9 +8,9 @@ import sys
 import textwrap
 
 import pytest
-from echo import ECHO, Echo
-from greedy import PROMPT, model, plain
-from tiny import save_tiny
+from support.echo import ECHO, Echo
+from support.greedy import PROMPT, model, plain
+from support.tiny import save_tiny
 
 import hdlib
 from hdlib.bench import Method
@@ -53,7 +53,7 @@ def test_clashing_or_malformed_tiers_are_refused():
         with pytest.raises(HDError):
             Tier(*bad)
     with pytest.raises(HDError, match="has no `tier`"):
-        Drafter([type("Nameless", (DraftTier,), {"lookup": lambda self, c, b: []})()])
+        Drafter([type("Nameless", (DraftTier,), {"propose": lambda self, c, b: []})()])
 
 
 def test_installed_packages_declare_tiers_by_entry_point(tmp_path, monkeypatch):
@@ -65,7 +65,7 @@ def test_installed_packages_declare_tiers_by_entry_point(tmp_path, monkeypatch):
             class Mirror(DraftTier):
                 tier = Tier("mirror", "Y", "#56B4E9")
 
-                def lookup(self, context, budget):
+                def propose(self, context, budget):
                     return [tuple(reversed(context[-budget:]))]
             """
         )

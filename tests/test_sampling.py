@@ -19,11 +19,10 @@ import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from oracle import OracleTier
-from test_loop import TruthTier
-from test_loop import prompts as lossless_prompts
-from tiny import VOCAB as TINY_VOCAB
-from tiny import tiny_gemma3, tiny_llama
+from support.oracle import OracleTier, TruthTier
+from support.oracle import prompts as lossless_prompts
+from support.tiny import VOCAB as TINY_VOCAB
+from support.tiny import tiny_gemma3, tiny_llama
 from transformers.generation.logits_process import TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper
 
 import hdlib.engine.sampling
@@ -176,7 +175,7 @@ class LikelyTier(DraftTier):
         self.warp = warp
         self.n_new = n_new
 
-    def lookup(self, context: Sequence[int], budget: int) -> list[Draft]:
+    def propose(self, context: Sequence[int], budget: int) -> list[Draft]:
         context = tuple(context)
         left = len(PROMPT) + self.n_new - len(context)
         chain: list[int] = []

@@ -19,7 +19,8 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from tiny import tiny_llama
+from support.outcome import appended
+from support.tiny import tiny_llama
 
 from hdlib.engine.loop import DecodeSettings, run
 from hdlib.errors import HDError
@@ -85,7 +86,7 @@ def test_a_batch_served_with_hd_chains_is_plain_greedy_decoding(order, ids):
     model = tiny_llama()
     plain = [run(model, p, None, DecodeSettings(max_new_tokens=24)).tokens for p in PROMPTS]
     statistics = StatisticsTier.from_documents([list(plain[0]), [5, 6, 7, 8] * 3], StatisticsSettings())
-    from test_paper import model_tier
+    from support.paper import model_tier
 
     phrases = model_tier(*[((t, t + 1, t + 2, t + 3, t + 4), 10) for t in range(3, 80)])
     offline = [t for t in (phrases, statistics) if t.tier.letter in order]
@@ -230,7 +231,7 @@ def test_the_context_index_drafts_what_the_context_tier_drafts_first(prompt, ste
     for new in steps:
         text += new
         index.extend(np.array(new, dtype=np.int32))
-        tier.update(new)
+        tier.update(appended(new))
         first = tier.propose(text, 40)
         assert index.draft(10).tolist() == (list(first[0].tokens) if first else [])
         assert index.tokens.tolist() == text
@@ -378,7 +379,7 @@ class Broken(DraftTier):
 
     tier = Tier("broken", "B", "#332288")
 
-    def lookup(self, context, budget):
+    def propose(self, context, budget):
         raise OSError("the database file is truncated")
 
 
@@ -387,7 +388,7 @@ class Wild(DraftTier):
 
     tier = Tier("wild", "W", "#332288")
 
-    def lookup(self, context, budget):
+    def propose(self, context, budget):
         return [(10_000, 10_001)]
 
 

@@ -1,5 +1,5 @@
 """The statistics tier (hdlib.tiers.statistics) against brute force on small corpora, its settings,
-and losslessness with the tier in the engine; the suffix array is tests/test_suffix.py's, the
+and losslessness with the tier in the engine; the suffix array is tests/test_suffix_array.py's, the
 database file tests/test_statsdb.py's."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_suffix import documents, occurrences
-from tiny import VOCAB, tiny_llama
+from support.documents import documents, occurrences
+from support.tiny import VOCAB, tiny_llama
 
 from hdlib.databases.statsdb import default_statistics_path
 from hdlib.engine.budget import FixedBudget
@@ -22,7 +22,7 @@ from hdlib.engine.drafter import Drafter
 from hdlib.engine.loop import DecodeSettings, run
 from hdlib.errors import HDError
 from hdlib.tiers.statistics import StatisticsSettings, StatisticsTier
-from hdlib.tiers.suffix import SuffixIndex, build_suffix_array, join_documents
+from hdlib.tiers.suffix_array import SuffixIndex, build_suffix_array, join_documents
 
 # Lookup against brute force ---------------------------------------------------------------------
 

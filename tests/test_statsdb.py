@@ -8,15 +8,15 @@ import json
 from types import SimpleNamespace
 
 import pytest
-from test_suffix import split_documents
-from tiny import tiny_tokenizer
+from support.documents import split_documents
+from support.tiny import tiny_tokenizer
 
 from hdlib.databases.statsdb import build_statistics_db, default_statistics_path, ensure_statistics_db
 from hdlib.errors import HDError
 from hdlib.models.loading import tokenizer_fingerprint
 from hdlib.store import read_db, read_meta
 from hdlib.tiers.statistics import StatisticsSettings, StatisticsTier
-from hdlib.tiers.suffix import SEPARATOR, join_documents
+from hdlib.tiers.suffix_array import SEPARATOR, join_documents
 
 # The database file ------------------------------------------------------------------------------
 

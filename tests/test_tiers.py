@@ -5,9 +5,10 @@ names. The drafter is tested in test_drafter.py."""
 from __future__ import annotations
 
 import pytest
-from greedy import model
 from hypothesis import given
 from hypothesis import strategies as st
+from support.greedy import model
+from support.outcome import appended
 
 from hdlib.databases.registry import parse_tiers
 from hdlib.engine.budget import FixedBudget
@@ -73,7 +74,7 @@ def test_context_tier_matches_a_scan_of_the_text(prompt, chunks, budget, keys, d
     tier.begin(prompt)
     text = list(prompt)
     for chunk in [[], *chunks]:  # updated step by step, as in decoding
-        tier.update(chunk)
+        tier.update(appended(chunk))
         text += chunk
         got = tier.lookup(text, budget)
         assert got == scan_lookup(text, budget, s)
@@ -84,8 +85,8 @@ def test_context_tier_matches_a_scan_of_the_text(prompt, chunks, budget, keys, d
 def test_context_tier_drafts_a_phrase_generated_one_step_ago():
     tier = ContextTier(ContextSettings(max_key=2, draft_len=3))
     tier.begin([9, 8])
-    tier.update([1, 2, 3, 4])  # generated: 1 2 3 4
-    tier.update([1, 2])  # the model starts repeating itself
+    tier.update(appended([1, 2, 3, 4]))  # generated: 1 2 3 4
+    tier.update(appended([1, 2]))  # the model starts repeating itself
     assert tier.lookup([9, 8, 1, 2, 3, 4, 1, 2], 10)[0] == (3, 4, 1)
 
 

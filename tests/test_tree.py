@@ -5,15 +5,16 @@ from __future__ import annotations
 import itertools
 import random
 
+import numpy as np
 import pytest
 import torch
 from hypothesis import given
 from hypothesis import strategies as st
-from tiny import VOCAB, tiny_gemma3, tiny_llama
+from support.tiny import VOCAB, tiny_gemma3, tiny_llama
 
 from hdlib.engine.tree import DraftTree, ancestor_matrix, tree_buffers
 from hdlib.engine.verifier import AttentionLayout, compact_cache, new_cache, prefill, tree_logits
-from hdlib.tiers.base import Tier
+from hdlib.tiers.base import Proposal, Tier
 
 drafts_strategy = st.lists(st.lists(st.integers(0, 5), min_size=1, max_size=6), max_size=8)
 
@@ -115,3 +116,16 @@ def test_compacted_cache_equals_the_cache_of_the_accepted_text(build_model):
     for got, want in zip(cache.layers, reference.layers):
         torch.testing.assert_close(got.keys, want.keys, atol=5e-4, rtol=1e-4)
         torch.testing.assert_close(got.values, want.values, atol=5e-4, rtol=1e-4)
+
+
+def test_a_drafted_tree_keeps_what_the_tiers_said_of_each_node():
+    tree = DraftTree(root=0)
+    tree.add(Proposal((1, 2), key_length=3), Tier.CONTEXT, 8, 8)
+    tree.add(Proposal((1, 4), key_length=1, source="window"), Tier.CONTEXT, 8, 8)
+    assert tree.key_lengths == [0, 3, 3, 1] and tree.sources == ["", "", "", "window"]
+    assert [tree.sibling_rank(i) for i in range(4)] == [0, 0, 0, 1]
+    sub = tree.subtree([1, 3])
+    assert sub.tokens == [0, 1, 4] and sub.parents == [-1, 0, 1] and sub.tiers[2] is Tier.CONTEXT
+    with pytest.raises(ValueError):
+        tree.subtree([3])
+    assert np.array_equal(sub.depths, [0, 1, 2])

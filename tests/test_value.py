@@ -4,7 +4,6 @@ guesses and the recycled tier that drafts from it."""
 from __future__ import annotations
 
 import json
-import math
 
 import numpy as np
 import pytest
@@ -12,23 +11,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hdlib.engine.forward_time import ForwardProfile
+from hdlib.engine.prior import AcceptancePrior
 from hdlib.engine.trace import Step, StepTimes
 from hdlib.engine.tree import DraftTree
-from hdlib.engine.value import (
-    DEFAULT_PRIOR,
-    AcceptanceModel,
-    AcceptancePrior,
-    ValueBudget,
-    best_size,
-    node_kinds,
-    path_probabilities,
-    prior_name,
-    tree_kinds,
-)
+from hdlib.engine.value import DEFAULT_PRIOR, AcceptanceModel, ValueBudget, best_size, estimate, node_kinds, prior_name
 from hdlib.errors import HDError
-from hdlib.tiers.base import BONUS, Tier
-from hdlib.tiers.guesses import ModelGuesses, Successors
-from hdlib.tiers.recycling import RecycledTier, best_paths
+from hdlib.tiers.base import BONUS, Proposal, Tier
+from hdlib.tiers.guesses import Successors
 
 FLAT = ForwardProfile(tuple([0.05] * 64), 256, "flat")
 SHORT = ForwardProfile((0.05, 0.06, 0.07, 0.08), 256, "short")  # measured up to 4 tokens
@@ -46,7 +35,7 @@ trees = st.lists(
 def build(drafts) -> DraftTree:
     tree = DraftTree(root=9)
     for i, (draft, tier) in enumerate(drafts):
-        tree.add(draft, tier, 64, 64, key_length=i % 4, source="x" if i % 2 else "")
+        tree.add(Proposal(tuple(draft), key_length=i % 4, source="x" if i % 2 else ""), tier, 64, 64)
     return tree
 
 
@@ -63,8 +52,9 @@ def test_the_kept_nodes_are_the_most_probable_and_closed_under_ancestors(drafts,
     )
     policy = ValueBudget(STEEP if steep else FLAT)
     policy.model = model
-    kept, estimates = policy.select(tree)
-    probs = path_probabilities(tree, model, tree_kinds(tree))
+    chosen = policy.select(tree, (), None)
+    kept, estimates = chosen.tree, chosen.estimates
+    _, probs = estimate(tree, model, Successors())
     order, n = best_size(probs, policy.profile)
     assert kept.n_drafted == n and estimates is not None and len(estimates) == len(kept)
     chosen = set(order[:n].tolist()) | {0}
@@ -85,16 +75,16 @@ def test_nothing_is_verified_when_drafts_do_not_pay_on_a_steep_profile():
     tree = build([((1, 2, 3), Tier.STATISTICS)])
     policy = ValueBudget(STEEP)
     policy.model = AcceptanceModel({"statistics//-1/-1": (0.3, SURE)})  # 1.3 tokens for 1.5 times the time
-    kept, estimates = policy.select(tree)
-    assert kept.n_drafted == 0 and estimates == (1.0,)
+    chosen = policy.select(tree, (), None)
+    assert chosen.tree.n_drafted == 0 and chosen.estimates == (1.0,)
     policy.model = AcceptanceModel({"statistics//-1/-1": (0.99, SURE)})
-    assert policy.select(tree)[0].n_drafted == 3
+    assert policy.select(tree, (), None).tree.n_drafted == 3
 
 
 def test_path_probability_is_the_product_along_the_path():
     tree = build([((1, 2, 3), Tier.CONTEXT)])
     model = AcceptanceModel({"context//-1/-1": (0.5, SURE)})
-    assert path_probabilities(tree, model, tree_kinds(tree)).tolist() == pytest.approx([1.0, 0.5, 0.25, 0.125])
+    assert estimate(tree, model, Successors())[1].tolist() == pytest.approx([1.0, 0.5, 0.25, 0.125])
 
 
 def test_the_estimate_follows_what_a_kind_achieved_and_shrinks_toward_the_coarser_one():
@@ -113,7 +103,7 @@ def test_the_estimate_follows_what_a_kind_achieved_and_shrinks_toward_the_coarse
 
 def test_an_estimate_starts_from_the_models_opinion_else_the_tiers_confidence():
     tree = DraftTree(root=0)
-    tree.add((1,), Tier.STATISTICS, 8, 8, confidence=(0.9,))
+    tree.add(Proposal((1,), confidence=(0.9,)), Tier.STATISTICS, 8, 8)
     tree.add((2,), Tier.STATISTICS, 8, 8)
     model = AcceptanceModel()
     assert model.probability(node_kinds(tree, 1)) == pytest.approx(0.875)  # the band 0.8-0.95
@@ -146,17 +136,25 @@ def test_old_evidence_fades():
     assert high > 0.9 and model.probability(kinds) < 0.1
 
 
-def test_observe_learns_only_from_nodes_whose_parent_was_accepted():
+def verified(tree: DraftTree, path: tuple[int, ...], tokens: tuple[int, ...], tiers: tuple[Tier, ...]) -> Step:
+    """The record of a step that verified all of `tree` and accepted `path`, with the kinds a fresh
+    estimate gives its nodes."""
+    kinds = tuple(estimate(tree, AcceptanceModel(), Successors())[0])
+    return Step(0, 5, 8, tree, path, tokens, tiers, StepTimes(0, 0, 0, 0, 0), kinds=kinds)
+
+
+def test_update_learns_only_from_nodes_whose_parent_was_accepted():
     tree = DraftTree(root=0)
     tree.add((1, 2), Tier.CONTEXT, 8, 8)  # nodes 1 -> 2
     tree.add((3,), Tier.CONTEXT, 8, 8)  # node 3
     policy = ValueBudget(FLAT)
     policy.model = AcceptanceModel(decay=1.0)
-    step = Step(0, 5, 8, tree, (0, 3), (3, 7), (Tier.CONTEXT, BONUS), StepTimes(0, 0, 0, 0, 0))
-    policy.observe(step)
+    policy.update(verified(tree, (0, 3), (3, 7), (Tier.CONTEXT, BONUS)))
     counts = policy.model._counts
     assert counts[node_kinds(tree, 3)[-1]].seen == 2  # nodes 1 (rejected) and 3 (accepted); 2 unseen
     assert counts[node_kinds(tree, 3)[-1]].accepted == 1
+
+
 
 
 def test_the_prior_is_kept_on_disk_and_merged(tmp_path):
@@ -168,18 +166,19 @@ def test_the_prior_is_kept_on_disk_and_merged(tmp_path):
     assert AcceptancePrior(path).rates() == {"context//-1/-1": pytest.approx((0.5, 20.0))}
     path.write_text("{not json")
     assert AcceptancePrior(path).rates() == {}  # a damaged file is started again
-    policy = ValueBudget(FLAT, AcceptancePrior(path))
+    prior = AcceptancePrior(path)
+    policy = ValueBudget(FLAT, prior)
     tree = build([((1,), Tier.CONTEXT)])
-    policy.observe(Step(0, 5, 8, tree, (0, 1), (1, 7), (Tier.CONTEXT, BONUS), StepTimes(0, 0, 0, 0, 0)))
-    policy.finish()
+    policy.update(verified(tree, (0, 1), (1, 7), (Tier.CONTEXT, BONUS)))
+    prior.merge(policy.rates())  # what `generate` does after a generation
     assert json.loads(path.read_text())["context//-1/-1"][0] == 1.0
 
 
 def test_a_prior_with_rates_above_one_is_dropped_with_one_line(tmp_path, capsys):
     """A damaged prior (every rate 3.0) made a child's path probability pass its parent's and the
     tree selection raise ("node 4 is kept without its parent 3"). Now the file is refused on load."""
-    from oracle import OracleTier
-    from tiny import VOCAB, tiny_llama
+    from support.oracle import OracleTier
+    from support.tiny import VOCAB, tiny_llama
 
     from hdlib.engine.drafter import Drafter
     from hdlib.engine.loop import DecodeSettings, run
@@ -190,8 +189,11 @@ def test_a_prior_with_rates_above_one_is_dropped_with_one_line(tmp_path, capsys)
 
     def generate() -> list[int]:
         tiers = Drafter([ContextTier(), OracleTier(truth, VOCAB, seed=1)])
-        policy = ValueBudget(SHORT, AcceptancePrior(path))  # at most 3 nodes kept: the best, not all
-        return run(model, prompt, tiers, DecodeSettings(max_new_tokens=24), budget=policy).tokens
+        prior = AcceptancePrior(path)
+        policy = ValueBudget(SHORT, prior)  # at most 3 nodes kept: the best, not all
+        tokens = run(model, prompt, tiers, DecodeSettings(max_new_tokens=24), policy=policy).tokens
+        prior.merge(policy.rates())  # as `generate` does
+        return tokens
 
     assert generate() == truth[len(prompt) :]
     rates = json.loads(path.read_text())
@@ -206,62 +208,6 @@ def test_a_prior_with_rates_above_one_is_dropped_with_one_line(tmp_path, capsys)
         assert AcceptancePrior(path).rates() == {}
 
 
-KIND = "context//-1/-1"
-
-
-def test_a_read_only_prior_ignores_merges_and_a_learning_one_folds_them_in_and_writes_its_file(tmp_path):
-    path = tmp_path / "prior.json"
-    AcceptancePrior(path).merge({KIND: (0.8, 10.0)})
-    before = path.read_text()
-    for read_only in (AcceptancePrior.from_file(path), AcceptancePrior.fresh(), AcceptancePrior(path, learns=False)):
-        rates, digest = read_only.rates(), read_only.digest()
-        read_only.merge({KIND: (0.0, 100.0), "recycled//-1/-1": (0.5, 3.0)})
-        assert not read_only.learns and read_only.rates() == rates and read_only.digest() == digest
-        assert path.read_text() == before and sorted(p.name for p in tmp_path.iterdir()) == ["prior.json"]
-    learned = AcceptancePrior(path)
-    learned.merge({KIND: (0.0, 10.0)})
-    assert learned.learns and learned.rates() == {KIND: pytest.approx((0.4, 20.0))}
-    assert path.read_text() != before and AcceptancePrior.from_file(path).digest() == learned.digest()
-    in_memory = AcceptancePrior()  # learns, and has no file to write
-    in_memory.merge({KIND: (0.5, 2.0)})
-    assert in_memory.rates() == {KIND: (0.5, 2.0)} and in_memory.path is None
-
-
-def test_a_snapshot_keeps_the_rates_of_its_moment_and_their_digest(tmp_path):
-    original = AcceptancePrior(tmp_path / "prior.json")
-    original.merge({KIND: (0.8, 10.0)})
-    snap = original.snapshot()
-    at_snapshot = original.digest()
-    original.merge({KIND: (0.0, 50.0), "model//-1/-1": (0.3, 4.0)})
-    assert snap.digest() == at_snapshot != original.digest()
-    assert snap.rates() == {KIND: (0.8, 10.0)} and not snap.learns and snap.source == "learned"
-    snap.merge({KIND: (0.0, 50.0)})  # read-only: no file of the original's is written either
-    assert snap.rates() == {KIND: (0.8, 10.0)} and original.rates()[KIND][1] == 60.0
-
-
-def test_a_prior_saved_to_a_file_reads_back_with_its_digest_and_the_file_as_its_source(tmp_path):
-    prior = AcceptancePrior()
-    prior.merge({KIND: (0.25, 8.0), "model/x/3/-1": (1.0, 1.0)})
-    path = prior.save(tmp_path / "sub" / "mine.json")
-    read = AcceptancePrior.from_file(path)
-    assert read.rates() == prior.rates() and read.digest() == prior.digest() and read.source == str(path)
-    assert len(prior.digest()) == 16 and int(prior.digest(), 16) >= 0
-    assert AcceptancePrior.fresh().digest() == AcceptancePrior().digest() != prior.digest()  # empty rates
-    assert AcceptancePrior.fresh().source == "fresh" and AcceptancePrior.fresh().rates() == {}
-
-
-def test_a_users_prior_file_missing_or_invalid_is_an_error_naming_it_and_is_kept(tmp_path):
-    missing = tmp_path / "nowhere.json"
-    with pytest.raises(HDError, match=f"acceptance prior {missing}: no such file"):
-        AcceptancePrior.from_file(missing)
-    for bad in ("{not json", '{"x": [1.5, 1]}', '{"x": [0.5, -1]}', "[1, 2]"):
-        path = tmp_path / "bad.json"
-        path.write_text(bad)
-        with pytest.raises(HDError, match=f"{path} is not an acceptance prior"):
-            AcceptancePrior.from_file(path)
-        assert path.read_text() == bad  # a user's file is never removed, unlike the cache's own
-
-
 def test_bad_settings_are_refused():
     with pytest.raises(HDError):
         ValueBudget(FLAT, candidates=-1)
@@ -269,87 +215,6 @@ def test_bad_settings_are_refused():
         AcceptanceModel(decay=0)
     with pytest.raises(HDError):
         Successors(width=0)
-
-
-def test_recycled_successors_are_drafted_best_first_one_node_each():
-    table = Successors(width=2)
-    assert best_paths(table, [5], budget=8) == []
-    table.observe(
-        ModelGuesses([5, 6, 7], [-1, -1, -1], [[6, 8], [7, 9], [5, 6]], [[0.9, 0.05], [0.8, 0.1], [0.5, 0.4]])
-    )
-    found = best_paths(table, [5], budget=5, max_depth=3)
-    paths = [p.tokens for p in found]
-    assert paths[0] == (6,) and paths[1] == (6, 7)  # the top guess, then the top guess after it
-    assert len(paths) == 5 and len(set(paths)) == 5
-    assert all(p[:-1] in paths or len(p) == 1 for p in paths)  # each adds one node below a drafted one
-    assert all(len(p) <= 3 and q.key_length == 1 for p, q in zip(paths, found))
-    table.observe(ModelGuesses([5], [-1], [[8, 6]], [[0.6, 0.3]]))  # newer guesses replace older ones
-    assert best_paths(table, [5], budget=1)[0].tokens == (8,)
-
-
-def every_path_best_first(table: Successors, context: list[int], budget: int, max_depth: int) -> list[tuple]:
-    """Brute force: every path through the table up to `max_depth` with the order of the entry its
-    last token came from and its probabilities, sorted by the product of those (best first; shorter
-    first among equal scores, which distinct random probabilities never give); the first `budget`."""
-    paths, frontier = [], [((), ())]
-    while frontier:
-        path, probs = frontier.pop()
-        if len(path) == max_depth:
-            continue
-        before, token = ((-1, *context) + path)[-2:]
-        used, guesses = table.guesses(token, before)
-        for nxt, p in guesses:
-            paths.append(((*path, nxt), used, (*probs, p)))
-            frontier.append(((*path, nxt), (*probs, p)))
-    paths.sort(key=lambda x: (-math.prod(x[2]), len(x[0])))
-    return paths[:budget]
-
-
-@given(st.integers(0, 10_000), st.integers(1, 40), st.integers(1, 6))
-def test_recycled_drafts_are_the_best_paths_through_the_table(seed, budget, max_depth):
-    """The walk opens only a node's first child and next sibling: the same paths, in the same order,
-    with the same probabilities, as scoring every path through the table. The guesses after a token
-    are larger tokens, so no two paths hold the same probabilities in another order (a tie)."""
-    rng = np.random.default_rng(seed)
-    table = Successors(width=3)
-    for _ in range(int(rng.integers(1, 12))):
-        token, before = (int(t) for t in rng.integers(0, 6, size=2))
-        nexts = [int(t) for t in token + 1 + rng.choice(9 - token - 1, size=3, replace=False)]
-        probs = sorted((float(p) for p in rng.random(3) / 3), reverse=True)
-        table.observe(ModelGuesses([token], [before if rng.random() < 0.5 else -1], [nexts], [probs]))
-    context = [int(t) for t in rng.integers(0, 6, size=2)]
-    found = best_paths(table, context, budget, max_depth)
-    want = every_path_best_first(table, context, budget, max_depth)
-    assert [(p.tokens, p.key_length, p.confidence) for p in found] == want
-
-
-def test_a_drafted_tree_keeps_what_the_tiers_said_of_each_node():
-    tree = DraftTree(root=0)
-    tree.add((1, 2), Tier.CONTEXT, 8, 8, key_length=3)
-    tree.add((1, 4), Tier.CONTEXT, 8, 8, key_length=1, source="window")
-    assert tree.key_lengths == [0, 3, 3, 1] and tree.sources == ["", "", "", "window"]
-    assert [tree.sibling_rank(i) for i in range(4)] == [0, 0, 0, 1]
-    sub = tree.subtree([1, 3])
-    assert sub.tokens == [0, 1, 4] and sub.parents == [-1, 0, 1] and sub.tiers[2] is Tier.CONTEXT
-    with pytest.raises(ValueError):
-        tree.subtree([3])
-    assert np.array_equal(sub.depths, [0, 1, 2])
-
-
-def test_the_model_tier_drafts_its_phrases_only_and_the_recycled_tier_the_models_guesses_only():
-    """The split: the model tier is the paper's model-dependent database (phrases built offline); the
-    model's guesses from recent passes are the recycled tier's, and never the model tier's."""
-    from hdlib.tiers.model import ModelTier
-
-    model = ModelTier(np.array([[1, 2, 3, 4]]), np.array([5]))
-    recycled = RecycledTier()
-    assert model.successors_wanted == 0 and recycled.successors_wanted > 0
-    table = Successors(recycled.successors_wanted)
-    recycled.use_guesses(table)
-    table.observe(ModelGuesses([2], [1], [[7, 8]], [[0.7, 0.2]]))
-    assert [p.tokens for p in model.propose([1, 2], 8)] == [(3, 4)]
-    assert [p.tokens for p in recycled.propose([1, 2], 8)] == [(7,), (8,)]
-    assert recycled.propose([1, 2], 8)[0].confidence == (0.7,)
 
 
 def test_a_step_buys_tokens_at_the_generations_rate_not_at_its_own_ratio():

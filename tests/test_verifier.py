@@ -7,9 +7,9 @@ transformers release takes. The refusals were seen to fail on the engine before 
 from __future__ import annotations
 
 import pytest
-from greedy import MODELS, PROMPT, plain
-from oracle import OracleTier
-from tiny import VOCAB, tiny_llama
+from support.greedy import MODELS, PROMPT, plain
+from support.oracle import OracleTier
+from support.tiny import VOCAB, tiny_llama
 
 from hdlib.engine.budget import FixedBudget
 from hdlib.engine.drafter import Drafter

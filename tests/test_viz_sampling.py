@@ -10,7 +10,7 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from tiny import save_tiny
+from support.tiny import save_tiny
 
 import hdlib.viz.mechanics
 import hdlib.viz.sampling
@@ -250,3 +250,25 @@ def test_the_order_of_deterministic_candidates_changes_conditional_rates_not_wha
     assert rates[tuple(candidates)][first] == pytest.approx(float(p[first]))  # tried first: its own p
     assert reversed_rates[first] > float(p[first])  # tried last: its share of a smaller residual
     assert rates[tuple(candidates)][last] > reversed_rates[last]
+
+
+# --- the trials and outcome figures ---------------------------------------------------------------
+
+from hdlib import viz  # noqa: E402
+from hdlib.viz.sampling import accept_every_draft, node_trials  # noqa: E402
+
+
+def test_the_trials_and_outcome_figures_show_the_rule():
+    p = torch.tensor([0.5, 0.3, 0.2], dtype=torch.float64)
+    trials, final = node_trials(p, [1, 0])
+    fig = viz.trials_figure(p, trials, final, label=lambda t: f"t{t}")
+    assert len(fig.data) == 4  # the distribution, two trials, the final draw
+    assert "accept with p = 0.30" in fig.layout.annotations[1].text
+    assert list(fig.data[3].y) == pytest.approx([0.0, 0.0, 1.0])  # t0, t1 rejected: only t2 is left
+    runs = {
+        "HD": sampler_outcomes(p, [1, 0], 2000, seed=3, rule="rejection"),
+        "broken": sampler_outcomes(p, [1, 0], 2000, rule=accept_every_draft),
+    }
+    out = viz.outcomes_figure(p, runs)
+    assert [t.name.split(":")[0] for t in out.data] == ["exact", "HD", "broken"]
+    assert out.data[2].marker.color == "#D55E00" and out.data[1].marker.color != "#D55E00"  # the broken rule fails

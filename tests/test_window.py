@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 import torch
-from tiny import tiny_llama
+from support.tiny import tiny_llama
 
 from hdlib.bench import parse_methods
 from hdlib.databases.registry import find_tier, make_tier
@@ -23,7 +23,7 @@ from hdlib.engine.value import WINDOW_EXPLORE, ValueBudget
 from hdlib.engine.verifier import Verifier
 from hdlib.errors import HDError
 from hdlib.tiers import ContextSettings, ContextTier, Tier
-from hdlib.tiers.peers import LOOKAHEAD, LookaheadTier
+from hdlib.tiers.other_methods import LOOKAHEAD, LookaheadTier
 from hdlib.tiers.window import WINDOW_SOURCE, LookaheadWindow, NGramPool, WindowSettings, window_mask
 
 
@@ -90,10 +90,10 @@ def test_the_window_in_the_pass_sees_what_the_model_run_plainly_would_and_change
 
     alone = Verifier(model)
     alone.prefill(prompt[:-1])
-    without = alone.verify(tree, past)
+    without = alone.score(tree, past)
     both = Verifier(model)
     both.prefill(prompt[:-1])
-    scored = both.verify(tree, past, window.rows())
+    scored = both.score(tree, past, window.rows())
     assert scored.logits.shape == without.logits.shape
     torch.testing.assert_close(scored.logits, without.logits)  # the tree's rows do not see the window
 
@@ -145,9 +145,9 @@ def steep_profile() -> ValueBudget:
 
 
 def test_the_value_ranked_tree_lets_the_window_ride_where_it_pays_and_tries_it_again_later():
-    assert ValueBudget(flat_profile()).run_rider(FULL)  # a GPU-like flat profile: always
+    assert ValueBudget(flat_profile()).rider_pays(FULL)  # a GPU-like flat profile: always
     policy = steep_profile()
-    assert policy.run_rider(FULL)  # the first pass: no rate yet, it is tried
+    assert policy.rider_pays(FULL)  # the first pass: no rate yet, it is tried
     # Passes in which it rode and none of its n-grams were accepted, at a rate of 1 token a pass.
     tree = DraftTree(root=1)
     from hdlib.engine.trace import Step, StepTimes
@@ -156,11 +156,11 @@ def test_the_value_ranked_tree_lets_the_window_ride_where_it_pays_and_tries_it_a
         return Step(0, 5, 0, tree, (0,), (7,), (Tier.CONTEXT,), StepTimes(0, 0, 0, 0, 0), window=window)
 
     for _ in range(30):
-        policy.observe(step(28))
+        policy.update(step(28))
     rides = []
     for _ in range(3 * WINDOW_EXPLORE + 2):
-        rides.append(policy.run_rider(FULL))
-        policy.observe(step(28 if rides[-1] else 0))
+        rides.append(policy.rider_pays(FULL))
+        policy.update(step(28 if rides[-1] else 0))
     # Left out, measured again, and while it does not pay, left out twice as long.
     assert [i for i, ride in enumerate(rides) if ride] == [WINDOW_EXPLORE, 3 * WINDOW_EXPLORE + 1]
 

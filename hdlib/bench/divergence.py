@@ -39,6 +39,7 @@ from transformers import PreTrainedModel
 
 from hdlib.engine.tree import DraftTree
 from hdlib.engine.verifier import Verifier
+from hdlib.models.loading import dtype_name
 
 NEAR_TIE = "near-tie"
 DIVERGENCE = "divergence"
@@ -53,10 +54,6 @@ def first_divergence(a: Sequence[int], b: Sequence[int]) -> int | None:
         if x != y:
             return i
     return None if len(a) == len(b) else min(len(a), len(b))
-
-
-def dtype_name(dtype: torch.dtype | str) -> str:
-    return str(dtype).removeprefix("torch.")
 
 
 def near_tie_bound(dtype: torch.dtype | str, magnitude: float) -> float:

@@ -18,6 +18,8 @@ Each interval is scipy's percentile bootstrap (`scipy.stats.bootstrap`, 9,999 re
 questions, a fixed seed so the same results give the same intervals): what another draw of questions
 like these would have shown, not what another machine would. With few questions (a task's 3, say)
 it is rough, so the number of questions stands beside it.
+
+A latency's spread is a percentile of its sample (`percentile`: p99), not a bootstrap.
 """
 
 from __future__ import annotations
@@ -95,6 +97,13 @@ def ratio_of_sums(numerators: Sequence[float], denominators: Sequence[float]) ->
     a, b = np.asarray(numerators, dtype=float), np.asarray(denominators, dtype=float)
     value = float(a.sum() / b.sum()) if b.sum() > 0 else 0.0
     return _interval((a, b), lambda x, y, axis: x.sum(axis) / np.maximum(y.sum(axis), 1e-300), value)
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """The `q` quantile of a sample (0.99: its p99): the value at rank q (n - 1) of the sorted sample,
+    rounded down (numpy's method "lower"), a value the sample holds."""
+    ordered = sorted(values)
+    return ordered[int(q * (len(ordered) - 1))]
 
 
 def verdict(ratio: Estimate, above: str = "faster", below: str = "slower") -> str:

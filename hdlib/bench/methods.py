@@ -13,17 +13,17 @@ from dataclasses import dataclass, replace
 from itertools import permutations
 
 from hdlib.bench.baselines import PROMPT_LOOKUP_TOKENS
-from hdlib.bench.paper import PaperSettings
+from hdlib.bench.paper_drafter import PaperSettings
 from hdlib.bench.serving import VLLM_METHODS, vllm_method
 from hdlib.databases.registry import make_tier, parse_tiers
 from hdlib.errors import HDError
 from hdlib.tiers import DEFAULT_TIERS, PAPER_TIERS, ContextSettings, ContextTier, Tier
 from hdlib.tiers.base import DraftTier
-from hdlib.tiers.peers import LOOKAHEAD, RECYCLING, RECYCLING_BRANCHES, REST, SUFFIX, SuffixSettings
+from hdlib.tiers.other_methods import LOOKAHEAD, RECYCLING, RECYCLING_BRANCHES, REST, SUFFIX, SuffixSettings
 from hdlib.tiers.window import WindowSettings
 
 ALL_ORDERS = "hd:all-orders"
-PAPER = "hd-paper"  # the paper's HD as its authors ran it (hdlib.bench.paper), with `+mend`, `+trie`
+PAPER = "hd-paper"  # the paper's HD as its authors ran it (hdlib.bench.paper_drafter), with `+mend`, `+trie`
 # The field's drafters alone, each at its published tree size unless `@N` says otherwise.
 PEERS: dict[str, tuple[Tier, int]] = {
     "recycling": (RECYCLING, sum(RECYCLING_BRANCHES.values())),  # Token Recycling's 80-node static tree

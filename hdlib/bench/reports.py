@@ -1,21 +1,108 @@
 """The printed report of a benchmark: how the run was made, tables by task (each number with its 95 %
 interval over questions, where the results have one), every overall metric, the paired comparisons,
-whether `ar` is a fair baseline and whether every method's output is `ar`'s."""
+whether `ar` is a fair baseline and whether every method's output is `ar`'s.
+
+The overall and the per-tier tables' rows (`overall_rows`, `tier_rows`) are the HTML report's
+(`hdlib.viz.bench`) and docs/benchmarks.md's (benchmarks/bench_tables.py) too, each format its own
+formatter; they are read from the results' JSON, as the docs read the committed files."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
 from hdlib import presentation
+from hdlib.bench.intervals import Estimate
 from hdlib.bench.methods import Method
-from hdlib.bench.records import BenchResults, Metrics, Results
+from hdlib.bench.records import WITH_INTERVALS, BenchResults, Metrics, Results, TierMetrics
 from hdlib.models.cpu import machine_label
+from hdlib.tiers import BONUS, DEFAULT_TIERS, Tier
 
 FAIRNESS_LIMIT = 0.05  # `ar` may be at most this much slower than `hf` to count as a fair baseline
 
 
+def number(value: Estimate | float, fmt: str = ".2f", suffix: str = "") -> str:
+    """A number, with its 95 % interval where it has one: '1.85x [1.62, 2.10]' (`suffix` "x")."""
+    return value.describe(fmt, suffix) if isinstance(value, Estimate) else f"{value:{fmt}}{suffix}"
+
+
 def cell(m: Metrics, metric: str, fmt: str = ".2f", suffix: str = "") -> str:
     """A metric's value, with its 95 % interval where the results have one: '1.85x [1.62, 2.10]'."""
-    est = m.intervals.get(metric)
-    return est.describe(fmt, suffix) if est is not None else f"{getattr(m, metric):{fmt}}{suffix}"
+    return number(m.intervals.get(metric, getattr(m, metric)), fmt, suffix)
+
+
+def tier_order(names: Iterable[str], known: Iterable[Tier] = DEFAULT_TIERS) -> list[str]:
+    """Tier names: the `known` tiers' in their order (by default hdlib's, in the order `hd` asks them),
+    the others sorted after them, the bonus token last."""
+    names = set(names)
+    order = [t.name for t in known if t.name in names]
+    return order + sorted(names - {*order, BONUS.name}) + ([BONUS.name] if BONUS.name in names else [])
+
+
+@dataclass(frozen=True)
+class OverallRow:
+    """One method's overall numbers."""
+
+    method: str
+    speedup: Estimate | float  # an Estimate where the results hold its 95 % interval
+    mat: Estimate | float
+    tokens_per_s: Estimate | float
+    draft_ms: float | None  # None: not measured (transformers' and vLLM's methods do not time it apart), not 0
+    overhead_frac: float | None  # likewise
+    identical_frac: float
+    tier_share: dict[str, float]  # {} for a method that does not say where its tokens came from
+
+    @property
+    def shares(self) -> str:
+        """'context 40 %, bonus 60 %', or '-'."""
+        return ", ".join(f"{t} {100 * s:.0f} %" for t, s in self.tier_share.items()) or "-"
+
+
+@dataclass(frozen=True)
+class TierRow:
+    """One tier of an hdlib method, overall: the share of the emitted tokens credited to it, and its work."""
+
+    method: str
+    first: bool  # the method's first tier: the row that names the method
+    tier: str
+    credited: float
+    work: TierMetrics
+
+
+def _methods_json(results: Results) -> Mapping[str, Any]:
+    """Each method's metrics as the results' JSON holds them (`BenchResults.to_json`)."""
+    return (results.to_json() if isinstance(results, BenchResults) else results)["methods"]
+
+
+def _overall_row(name: str, o: Mapping[str, Any]) -> OverallRow:
+    """A method's row from its overall metrics' JSON (a file without `overhead_frac` or `tier_share`: not
+    measured, none)."""
+    spread = o.get("intervals") or {}
+    speedup, mat, rate = (Estimate.from_json(spread[k]) if k in spread else float(o[k]) for k in WITH_INTERVALS)
+    timed = Method.parse(name).times_phases
+    return OverallRow(
+        name, speedup, mat, rate,
+        draft_ms=float(o["draft_ms"]) if timed else None,
+        overhead_frac=float(o["overhead_frac"]) if timed and "overhead_frac" in o else None,
+        identical_frac=float(o["identical_frac"]),
+        tier_share={str(t): float(s) for t, s in (o.get("tier_share") or {}).items()},
+    )  # fmt: skip
+
+
+def overall_rows(results: Results) -> list[OverallRow]:
+    """One row per method: every overall metric."""
+    return [_overall_row(name, m["overall"]) for name, m in _methods_json(results).items()]
+
+
+def tier_rows(results: Results) -> list[TierRow]:
+    """Per hdlib method and tier, overall ([] where no method recorded its tiers)."""
+    return [
+        TierRow(name, i == 0, tier, float(o["tier_share"].get(tier, 0.0)), TierMetrics.from_json(work))
+        for name, m in _methods_json(results).items()
+        for o in [m["overall"]]
+        for i, (tier, work) in enumerate((o.get("tiers") or {}).items())
+    ]
 
 
 def questions_of(r: BenchResults, task: str | None = None) -> int | None:
@@ -73,44 +160,40 @@ def design_line(results: Results) -> str:
 
 def overall_table(results: Results) -> str:
     """One row per method with every overall metric."""
-    r = BenchResults.of(results)
-    width = max(12, *(len(n) + 2 for n in r.methods))
-    spread = any(m.overall.intervals for m in r.methods.values())
+    rows = overall_rows(results)
+    width = max(12, *(len(row.method) + 2 for row in rows))
+    spread = any(isinstance(row.speedup, Estimate) for row in rows)
     w = (21, 19, 20) if spread else (8, 7, 9)  # speedup, MAT, tok/s: with their intervals, wider
     columns = f"{'speedup':>{w[0]}}{'MAT':>{w[1]}}{'tok/s':>{w[2]}}{'draft ms':>10}{'overhead':>10}{'identical':>11}"
     head = f"{'overall':{width}}{columns}  tier share"
-    rows = []
-    for name, m in r.methods.items():
-        o = m.overall
-        shares = ", ".join(f"{t} {100 * s:.0f} %" for t, s in o.tier_share.items()) or "-"
-        draft, overhead = f"{'-':>10}", f"{'-':>10}"  # not timed apart: shown as not measured, not as 0
-        if Method.parse(name).times_phases:
-            draft, overhead = f"{o.draft_ms:10.2f}", f"{100 * o.overhead_frac:9.1f}%"
-        speed, mat, rate = cell(o, "speedup", suffix="x"), cell(o, "mat"), cell(o, "tokens_per_s", ".1f")
-        rows.append(
-            f"{name:{width}} {speed:>{w[0] - 1}} {mat:>{w[1] - 1}} {rate:>{w[2] - 1}}{draft}"
-            f"{overhead}{100 * o.identical_frac:10.0f}%  {shares}"
+    lines = []
+    for row in rows:
+        draft = f"{'-':>10}" if row.draft_ms is None else f"{row.draft_ms:10.2f}"
+        overhead = f"{'-':>10}" if row.overhead_frac is None else f"{100 * row.overhead_frac:9.1f}%"
+        speed, mat, rate = number(row.speedup, suffix="x"), number(row.mat), number(row.tokens_per_s, ".1f")
+        lines.append(
+            f"{row.method:{width}} {speed:>{w[0] - 1}} {mat:>{w[1] - 1}} {rate:>{w[2] - 1}}{draft}"
+            f"{overhead}{100 * row.identical_frac:10.0f}%  {row.shares}"
         )
-    return "\n".join([head, *rows])
+    return "\n".join([head, *lines])
 
 
 def tiers_table(results: Results) -> str:
     """Per hdlib method and tier, overall: the share of the emitted tokens credited to the tier, drafted
     by it alone and by it with another tier, the share of steps it was asked in, and its drafting
     milliseconds per step; "" where no method recorded its tiers."""
-    r = BenchResults.of(results)
-    drafted = {name: m.overall for name, m in r.methods.items() if m.overall.tiers}
-    if not drafted:
+    rows = tier_rows(results)
+    if not rows:
         return ""
-    width = max(16, *(len(n) + 3 for n in drafted))
+    width = max(16, *(len(row.method) + 3 for row in rows))
     head = f"{'tiers, overall':{width}}{'tier':12}{'share':>7}{'alone':>7}{'shared':>8}{'asked':>7}{'ms/step':>9}"
-    rows = [
-        f"{name + ':' if i == 0 else '':{width}}{tier:12}{100 * o.tier_share.get(tier, 0.0):6.0f}%"
-        f"{100 * t.alone:6.0f}%{100 * t.shared:7.0f}%{100 * t.asked:6.0f}%{t.lookup_ms:9.2f}"
-        for name, o in drafted.items()
-        for i, (tier, t) in enumerate(o.tiers.items())
+    lines = [
+        f"{row.method + ':' if row.first else '':{width}}{row.tier:12}{100 * row.credited:6.0f}%{100 * w.alone:6.0f}%"
+        f"{100 * w.shared:7.0f}%{100 * w.asked:6.0f}%{w.lookup_ms:9.2f}"
+        for row in rows
+        for w in [row.work]
     ]
-    return "\n".join([head, *rows])
+    return "\n".join([head, *lines])
 
 
 def fairness_line(results: Results) -> str:

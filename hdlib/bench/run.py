@@ -12,7 +12,7 @@ from tqdm.auto import tqdm
 from hdlib.bench.baselines import hf_generate
 from hdlib.bench.divergence import explain, locate
 from hdlib.bench.methods import Method, parse_methods, split_budget, with_own_tables
-from hdlib.bench.paper import paper_drafter
+from hdlib.bench.paper_drafter import paper_drafter
 from hdlib.bench.records import (
     BenchResults,
     MethodResult,
@@ -26,8 +26,8 @@ from hdlib.bench.records import compare as compare_methods
 from hdlib.bench.serving import VllmEngines
 from hdlib.bench.specbench import Question
 from hdlib.decoding import PriorChoice, generate, resolve_prior
+from hdlib.engine.prior import AcceptancePrior
 from hdlib.engine.sampling import SAMPLING_RULES
-from hdlib.engine.value import AcceptancePrior
 from hdlib.errors import HDError
 from hdlib.models.cpu import describe_machine
 from hdlib.models.loading import LoadedModel

@@ -44,7 +44,7 @@ VLLM_METHODS: dict[str, dict[str, Any] | None] = {
     "vllm": None,
     # vLLM's n-gram (prompt lookup) proposer: 8 tokens after a match of 4 down to 2 tokens
     "vllm-ngram": {"method": "ngram", "num_speculative_tokens": 8, "prompt_lookup_max": 4, "prompt_lookup_min": 2},
-    # SuffixDecoding through arctic-inference, as hdlib's `suffix` method is set (hdlib.tiers.peers)
+    # SuffixDecoding through arctic-inference, as hdlib's `suffix` method is set (hdlib.tiers.other_methods)
     "vllm-suffix": {"method": "suffix", "num_speculative_tokens": 24, "suffix_decoding_max_tree_depth": 24},
     # hdlib's HD as vLLM's proposer: the tiers' trie reduced to a chain of at most 16 (hdlib.serving)
     "vllm-hd": {"method": "custom_class", "model": "hdlib.serving.proposer.HDProposer", "num_speculative_tokens": 16},

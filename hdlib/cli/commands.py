@@ -133,7 +133,7 @@ def report_lines(hd, plain, dtype: str = "float32") -> list[str]:
 
 def cmd_warmup(args: argparse.Namespace) -> int:
     from hdlib.databases.registry import make_tier
-    from hdlib.engine.forward_time import load_or_measure
+    from hdlib.decoding import forward_profile
     from hdlib.models.loading import dtype_name, load_model
 
     lm = load_model(args.model, device=args.device, dtype=args.dtype)
@@ -142,7 +142,7 @@ def cmd_warmup(args: argparse.Namespace) -> int:
             make_tier(tier, lm)
         except HDError as error:
             print(f"hdlib: the {tier.name} tier is not ready: {error}", file=sys.stderr)
-    profile = load_or_measure(lm.model)
+    profile = forward_profile(lm)
     s = profile.seconds
     times = f"{1e3 * s[0]:.1f} / {1e3 * s[15]:.1f} / {1e3 * s[63]:.1f} ms"
     print(f"{args.model} on {lm.device} in {dtype_name(lm.model.dtype)}: forward of 1 / 16 / 64 tokens = {times}")

@@ -25,7 +25,7 @@ except ImportError:  # no jinja2: transformers renders no template either
 
 from hdlib.databases.sharegpt import ShareGPTReader
 from hdlib.errors import HDError
-from hdlib.tiers.suffix import MAX_TOKEN
+from hdlib.tiers.suffix_array import MAX_TOKEN
 
 ROLES = {"human": "user", "user": "user", "system": "system"}  # every other ShareGPT speaker answers
 

@@ -36,7 +36,7 @@ from hdlib.errors import HDError
 from hdlib.models.loading import LoadedModel, load_text
 from hdlib.store import read_db, read_meta
 from hdlib.tiers import ContextTier, DraftTier, ModelTier, RecycledTier, StatisticsTier, Tier
-from hdlib.tiers.peers import (
+from hdlib.tiers.other_methods import (
     LOOKAHEAD,
     RECYCLING,
     REST,
@@ -96,7 +96,7 @@ def _built_in() -> list[Registered]:
         Registered(Tier.RECYCLED, lambda lm: RecycledTier()),  # reads the generation's table of the model's guesses
         Registered(Tier.MODEL, lambda lm: load_tier(Tier.MODEL, _need_model(Tier.MODEL, lm))),
         Registered(Tier.STATISTICS, lambda lm: load_tier(Tier.STATISTICS, _need_model(Tier.STATISTICS, lm))),
-        # The field's drafters (hdlib.tiers.peers): a new recycling table and new suffix trees each
+        # The field's drafters (hdlib.tiers.other_methods): a new recycling table and new suffix trees each
         # time (a bench run keeps one of each per method across its questions); REST over the
         # statistics tier's corpus, once per model; a new Lookahead window each time.
         Registered(RECYCLING, lambda lm: TokenRecyclingTier()),
@@ -258,7 +258,7 @@ def _decoder(model: str | LoadedModel | PreTrainedTokenizerBase | None):
 def lookup_latency(
     tiers: Sequence[DraftTier], contexts: Sequence[Sequence[int]], budget: int = FIXED_BUDGET
 ) -> dict[Tier, list[float]]:
-    """Seconds of one `lookup(context, budget)` per context, for each tier alone, as the drafter
+    """Seconds of one `propose(context, budget)` per context, for each tier alone, as the drafter
     calls it. Each tier is begun with the context first (untimed): the context tier then holds
     exactly that text, as it would during decoding; static tiers ignore it."""
     seconds: dict[Tier, list[float]] = {}
@@ -268,6 +268,6 @@ def lookup_latency(
             context = [int(t) for t in context]
             tier.begin(context)
             start = time.perf_counter()
-            tier.lookup(context, budget)
+            tier.propose(context, budget)
             times.append(time.perf_counter() - start)
     return seconds

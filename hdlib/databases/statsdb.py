@@ -22,7 +22,7 @@ from hdlib.models.loading import LoadedModel
 from hdlib.paths import built_db_path
 from hdlib.store import read_meta, write_db
 from hdlib.tiers.base import Tier
-from hdlib.tiers.suffix import build_suffix_array, join_documents
+from hdlib.tiers.suffix_array import build_suffix_array, join_documents
 
 DEFAULT_DEPTH = 16  # suffixes are sorted by this many tokens: the longest key plus its continuation
 

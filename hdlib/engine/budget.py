@@ -12,14 +12,14 @@ node by node; `FixedBudget` verifies every node the drafter drafted, up to its k
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
-from hdlib.engine.trace import Step
+from hdlib.engine.trace import Step, TierLookup
 from hdlib.engine.tree import DraftTree
 from hdlib.errors import HDError
 from hdlib.tiers.base import DraftTier
-from hdlib.tiers.guesses import Successors
 from hdlib.tiers.rider import PassRider
 
 MAX_BUDGET = 64  # draft tokens the forward-time profile is measured for (1 + 64 tokens a pass)
@@ -30,63 +30,45 @@ MAX_FIXED_BUDGET = 4 * MAX_BUDGET
 
 
 class BudgetPolicy(Protocol):
-    per_tier: bool  # the budget is each tier's (candidates), not the tiers' together
+    """How much a step drafts and verifies: a gate (which tiers to ask, and for how many tokens), a
+    selector (which drafted nodes to verify), and `update`, which learns from every step."""
 
-    def draft_budget(self, context_len: int) -> int:
-        """Draft tokens the tiers may propose this step (each tier as many, where `per_tier`)."""
+    def gate(self, tier: DraftTier, tree: DraftTree, context: Sequence[int], asked: Sequence[TierLookup]) -> int:
+        """The draft tokens `tier` may add to `tree` (the tiers asked so far, `asked`, drafted it
+        after `context`); 0: it is not asked. For the first tier (nothing asked yet) it is the step's
+        budget."""
         ...
 
-    def ask(self, tier: DraftTier, tree: DraftTree, context: Sequence[int]) -> bool:
-        """Whether the drafter asks `tier` next, with `tree` drafted so far (asked before every tier
-        but the first: the hierarchy)."""
+    def select(self, tree: DraftTree, context: Sequence[int], rider: PassRider | None) -> Selection:
+        """The part of the drafted tree to verify, and whether `rider`'s rows ride in the pass."""
         ...
 
-    def select(self, tree: DraftTree, context: Sequence[int] = ()) -> tuple[DraftTree, tuple[float, ...] | None]:
-        """The part of the drafted tree to verify (`context`: the text so far, the tree's root last),
-        and each kept node's estimated acceptance (or None)."""
-        ...
-
-    def observe(self, step: Step) -> None: ...
-
-    def run_rider(self, rider: PassRider) -> bool:
-        """Whether the next pass carries `rider`'s rows (a tier's Lookahead window; asked before
-        `select`, only in a generation with a rider)."""
-        ...
-
-    successors_wanted: int  # the model's most likely next tokens per verified node the policy reads
-
-    def use_guesses(self, table: Successors) -> None:
-        """The generation's table of the model's guesses (when `successors_wanted`)."""
-        ...
-
-    def finish(self) -> None:
-        """The generation is over."""
+    def update(self, step: Step) -> None:
+        """Learn from a step the engine just took."""
         ...
 
 
-class _VerifyAll:
-    """Budget policies that verify the whole drafted tree and keep nothing across generations."""
+@dataclass(frozen=True)
+class Selection:
+    """What a step verifies: the kept tree; per kept node the estimated probability that it is
+    accepted and the kinds that estimate was made from (None where the policy does not estimate);
+    whether the rider's rows ride in the pass."""
 
-    per_tier = False
-    successors_wanted = 0
-
-    def use_guesses(self, table: Successors) -> None:
-        pass
-
-    def ask(self, tier: DraftTier, tree: DraftTree, context: Sequence[int]) -> bool:
-        return True  # the drafter stops asking once the budget is full
-
-    def select(self, tree: DraftTree, context: Sequence[int] = ()) -> tuple[DraftTree, tuple[float, ...] | None]:
-        return tree, None
-
-    def run_rider(self, rider: PassRider) -> bool:
-        return True  # every pass, as Lookahead decoding runs its window
-
-    def finish(self) -> None:
-        pass
+    tree: DraftTree
+    estimates: tuple[float, ...] | None = None
+    kinds: tuple[Hashable, ...] | None = None
+    ride: bool = True
 
 
-class FixedBudget(_VerifyAll):
+class FixedBudget:
+    """Up to `k` draft tokens a step, the tiers filling them in order, every one verified (a rider's
+    rows in every pass, as Lookahead decoding runs its window); nothing learned.
+
+    >>> from hdlib.tiers import ContextTier
+    >>> FixedBudget(16).gate(ContextTier(), DraftTree(root=7), [7], ())
+    16
+    """
+
     def __init__(self, k: int) -> None:
         if not isinstance(k, int) or isinstance(k, bool) or k < 0:
             raise HDError(f"the draft budget must be a non-negative integer, got {k!r}")
@@ -98,8 +80,11 @@ class FixedBudget(_VerifyAll):
             )
         self.k = k
 
-    def draft_budget(self, context_len: int) -> int:
-        return self.k
+    def gate(self, tier: DraftTier, tree: DraftTree, context: Sequence[int], asked: Sequence[TierLookup]) -> int:
+        return self.k - tree.n_drafted
 
-    def observe(self, step: Step) -> None:
+    def select(self, tree: DraftTree, context: Sequence[int], rider: PassRider | None) -> Selection:
+        return Selection(tree)
+
+    def update(self, step: Step) -> None:
         pass

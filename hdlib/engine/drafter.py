@@ -1,11 +1,12 @@
 """The drafter: ask the tiers in order and merge their drafts into one trie.
 
-Temporal locality decides the order. With a fixed budget the first tier gets the whole budget, the
-next only what is left, and a tier is not asked once the budget is full. With the value-ranked tree
-every tier asked may propose candidates of its own, and before each tier after the first the budget
-policy decides whether asking it pays (`BudgetPolicy.ask`: the hierarchy). Drafts that repeat, or
-are prefixes of one another, merge in the trie and cost nothing twice; a shared token is credited to
-the tier that proposed it first, and the trie keeps every tier that proposed it.
+Temporal locality decides the order. Before each tier the budget policy's gate says how many draft
+tokens the tier may add (`BudgetPolicy.gate`; 0: it is not asked): with a fixed budget the first
+tier gets the whole budget, the next what is left; with the value-ranked tree every tier asked may
+propose candidates of its own, and a tier after the first is asked only where asking it pays (the
+hierarchy). Drafts that repeat, or are prefixes of one another, merge in the trie and cost nothing
+twice; a shared token is credited to the tier that proposed it first, and the trie keeps every tier
+that proposed it.
 """
 
 from __future__ import annotations
@@ -16,18 +17,23 @@ from collections.abc import Callable, Sequence
 from hdlib.engine.trace import TierLookup
 from hdlib.engine.tree import DraftTree
 from hdlib.errors import HDError
-from hdlib.tiers.base import DraftTier, ModelGuesses, Tier, check_tokens
-from hdlib.tiers.guesses import Successors
+from hdlib.tiers.base import DraftTier, Tier, check_tokens
 from hdlib.tiers.rider import PassRider
 
-Ask = Callable[[DraftTier, DraftTree, Sequence[int]], bool]  # (tier, the tree so far, context) -> ask it?
+# (tier, the tree so far, the context, the tiers asked so far) -> draft tokens the tier may add (0: not asked)
+Gate = Callable[[DraftTier, DraftTree, Sequence[int], Sequence[TierLookup]], int]
+
+
+def ask_all(budget: int) -> Gate:
+    """A gate that gives each tier what the tiers before it left of `budget` (a fixed budget's)."""
+    return lambda tier, tree, context, asked: budget - tree.n_drafted
 
 
 class Drafter:
     def __init__(self, tiers: Sequence[DraftTier]) -> None:
         for i, tier in enumerate(tiers):
             if not isinstance(getattr(tier, "tier", None), Tier):
-                raise HDError(f"{type(tier).__name__} has no `tier` (a Tier with its name, letter and colour)")
+                raise HDError(f"{type(tier).__name__} has no `tier` (a Tier with its name and letter)")
             for other in tiers[:i]:
                 if tier.tier.name == other.tier.name or tier.tier.letter == other.tier.letter:
                     raise HDError(
@@ -56,59 +62,28 @@ class Drafter:
         for tier in self.tiers:
             tier.begin(prompt)
 
-    def update(self, accepted: Sequence[int]) -> None:
-        for tier in self.tiers:
-            tier.update(accepted)
-
-    @property
-    def successors_wanted(self) -> int:
-        """How many of the model's most likely next tokens per verified node the tiers learn from."""
-        return max((t.successors_wanted for t in self.tiers), default=0)
-
-    def observe_model(self, guesses: ModelGuesses) -> None:
-        for tier in self.tiers:
-            if tier.successors_wanted:
-                tier.observe_model(guesses)
-
-    def use_guesses(self, table: Successors) -> None:
-        for tier in self.tiers:
-            if tier.successors_wanted:
-                tier.use_guesses(table)
-
     def draft(
-        self,
-        context: Sequence[int],
-        budget: int,
-        max_depth: int,
-        per_tier: bool = False,
-        vocab_size: int | None = None,
-        ask: Ask | None = None,
-    ) -> tuple[DraftTree, tuple[TierLookup, ...]]:
-        """A trie rooted at the newest context token with at most `budget` draft tokens, and each
-        tier asked with its time.
+        self, context: Sequence[int], max_depth: int, gate: Gate, vocab_size: int | None = None
+    ) -> tuple[DraftTree, tuple[TierLookup, ...], int]:
+        """A trie rooted at the newest context token, each tier asked with its time, and the budget
+        (the draft tokens the gate gave the first tier).
 
-        With `per_tier`, every tier may add `budget` tokens of its own (candidates for a policy that
-        keeps only the nodes worth verifying); otherwise a tier gets what the tiers before it left.
-        `ask` decides, before every tier but the first, whether to ask it (None: ask every tier).
         With `vocab_size`, a draft token outside 0..vocab_size - 1 is refused, naming its tier: the
         model could not read it (on CUDA, a device-side assert that leaves the GPU unusable).
         """
         tree = DraftTree(root=context[-1])
+        budget = gate(self.tiers[0], tree, context, ()) if self.tiers else 0
         lookups: list[TierLookup] = []
-        if max_depth <= 0:
-            return tree, ()
-        for tier in self.tiers:
-            left = budget if per_tier else budget - tree.n_drafted
+        for tier in self.tiers if max_depth > 0 else ():
+            left = gate(tier, tree, context, lookups) if lookups else budget
             if left <= 0:
-                break
-            if lookups and ask is not None and not ask(tier, tree, context):
                 continue
             start, before = time.perf_counter(), len(tree)
             for p in tier.propose(context, left):
-                left -= tree.add(p.tokens, tier.tier, left, max_depth, p.key_length, p.source, p.confidence)
+                left -= tree.add(p, tier.tier, left, max_depth)
                 if left <= 0:
                     break
             lookups.append(TierLookup(tier.tier, time.perf_counter() - start, len(tree) - before))
             if vocab_size is not None:
                 check_tokens(tier, tree.tokens[before:], vocab_size)  # what the model will read
-        return tree, tuple(lookups)
+        return tree, tuple(lookups), budget

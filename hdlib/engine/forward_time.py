@@ -13,12 +13,11 @@ import hashlib
 import json
 import statistics
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
 
 import numpy as np
 import torch
-from tqdm.auto import tqdm
 from transformers import PreTrainedModel
 
 from hdlib.engine.budget import MAX_BUDGET
@@ -29,6 +28,8 @@ from hdlib.models.cpu import CALIBRATED_ROWS, describe_machine
 from hdlib.paths import cache_dir
 from hdlib.store import write_text_atomic
 from hdlib.tiers.base import Tier
+
+Progress = Callable[[Sequence[int]], Iterable[int]]  # wraps the k measured: a progress bar, say
 
 
 def device_name(device: torch.device) -> str:
@@ -109,11 +110,12 @@ def measure_forward(
     context_len: int = 256,
     max_k: int = MAX_BUDGET,
     repeats: int = 3,
-    progress: bool = True,
+    progress: Progress | None = None,
     ks: Sequence[int] | None = None,
 ) -> ForwardProfile:
     """Time one forward pass of k tokens (a chain) after `context_len` cached tokens, for each k in
-    `ks` (default `measured_ks(max_k)`; it must hold 1 and `max_k`); the k between are interpolated."""
+    `ks` (default `measured_ks(max_k)`; it must hold 1 and `max_k`); the k between are interpolated.
+    `progress` wraps the k as they are measured (`hdlib.presentation.progress_bar` shows a bar)."""
     if max_k < 1 or context_len < 1:
         raise HDError("measure_forward needs max_k >= 1 and context_len >= 1")
     ks = measured_ks(max_k) if ks is None else sorted(set(ks))
@@ -129,9 +131,7 @@ def measure_forward(
 
     one(1), one(max_k)  # warm-up: first calls allocate
     measured = []
-    # The bar is left when done: in a notebook tqdm closes a bar with leave=False, its output stays in
-    # the saved notebook, and a page reloaded with the kernel running says "model not found" there.
-    for k in tqdm(ks, desc="measuring forward time", disable=not progress):
+    for k in progress(ks) if progress is not None else ks:
         measured.append(statistics.median(one(k) for _ in range(repeats)))
     seconds = np.interp(np.arange(1, max_k + 1), ks, measured)
     # Forward time cannot fall as k grows; a noise spike can make it look so. Cap each k by every
@@ -140,8 +140,11 @@ def measure_forward(
     return ForwardProfile(tuple(seconds), context_len, profile_key(model, context_len, max_k))
 
 
-def load_or_measure(model: PreTrainedModel, context_len: int = 256, max_k: int = MAX_BUDGET) -> ForwardProfile:
-    """The cached forward profile of this model on this device, measured on first use."""
+def load_or_measure(
+    model: PreTrainedModel, context_len: int = 256, max_k: int = MAX_BUDGET, progress: Progress | None = None
+) -> ForwardProfile:
+    """The cached forward profile of this model on this device, measured on first use (`progress`:
+    as `measure_forward`'s)."""
     key = profile_key(model, context_len, max_k)
     path = cache_dir() / "forward" / f"{key}.json"
     if path.exists():
@@ -152,7 +155,7 @@ def load_or_measure(model: PreTrainedModel, context_len: int = 256, max_k: int =
                 return profile
         except (ValueError, KeyError, TypeError):
             pass  # a damaged cache file is measured again
-    profile = measure_forward(model, context_len, max_k)
+    profile = measure_forward(model, context_len, max_k, progress=progress)
     path.parent.mkdir(parents=True, exist_ok=True)
     write_text_atomic(path, json.dumps(asdict(profile)))
     return profile

@@ -83,7 +83,7 @@ class TierGate:
     """Whether each tier after the first is worth asking (see the module docstring).
 
     `asks` is called before a tier is asked, with the expected accepted tokens of the tree drafted
-    so far and the generation's rate; `observe` learns from the step once it is verified.
+    so far and the generation's rate; `update` learns from the step once it is verified.
     """
 
     def __init__(self, decay: float = 0.98, strength: float = 2.0, first_gain: float = 1.0) -> None:
@@ -120,7 +120,7 @@ class TierGate:
         self._pending[tier] = band
         return ask
 
-    def observe(self, step: Step) -> None:
+    def update(self, step: Step) -> None:
         """Learn from a verified step: each asked tier's lookup time, and for each tier decided on,
         if it was asked, its share of the accepted draft tokens."""
         share: Counter[Tier] = Counter()

@@ -1,4 +1,4 @@
-"""The decoding loop: propose, verify, accept, update, one typed `Step` per iteration.
+"""The decoding loop: propose, select, score, accept, keep, learn, and yield one typed `Step` per iteration.
 
 A `Decoder` is one generation: iterating it yields the steps as they are decoded, so a notebook can
 replay a generation step by step and a benchmark can stop it early; `Decoder.run` drains it into a
@@ -20,16 +20,16 @@ from typing import Any
 
 from transformers import PreTrainedModel
 
-from hdlib.engine.budget import FIXED_BUDGET, BudgetPolicy, FixedBudget
+from hdlib.engine.budget import FIXED_BUDGET, BudgetPolicy, FixedBudget, Selection
 from hdlib.engine.drafter import Drafter
 from hdlib.engine.sampling import SAMPLING_RULES, Sampler, Warp, check_rule
-from hdlib.engine.trace import Generation, PhaseClock, Step, cut_at_end, stop_reason
-from hdlib.engine.tree import DraftTree
-from hdlib.engine.verifier import Verifier
+from hdlib.engine.trace import Generation, PhaseClock, Step, TierLookup, cut_at_end, stop_reason
+from hdlib.engine.verifier import Acceptance, Scored, Verifier
 from hdlib.errors import HDError
 from hdlib.models.loading import LoadedModel, context_length
-from hdlib.tiers import BONUS, ModelGuesses, Successors
+from hdlib.tiers import BONUS, ModelGuesses
 from hdlib.tiers.base import token_before_newest
+from hdlib.tiers.guesses import GUESSES
 
 
 @dataclass(frozen=True)
@@ -70,9 +70,10 @@ class Decoder:
     (until end-of-sequence, max_new_tokens or the context limit), or `run` it for the `Generation`.
 
     The prompt is checked here and prefilled before the first step. With no drafter (or a budget of
-    0) this is plain decoding: greedy at temperature 0, else sampling. `budget` is the budget policy
-    (a `FixedBudget`, the value-ranked tree `ValueBudget`). `sampler` (made from `settings` when
-    None) draws the sampled tokens; its seed is kept in the result.
+    0) this is plain decoding: greedy at temperature 0, else sampling. `policy` is the budget policy
+    (a `FixedBudget`, the value-ranked tree `ValueBudget`; None: a fixed budget of FIXED_BUDGET draft
+    tokens). `sampler` (made from `settings` when None) draws the sampled tokens; its seed is kept in
+    the result.
     """
 
     def __init__(
@@ -82,7 +83,7 @@ class Decoder:
         drafter: Drafter | None = None,
         settings: DecodeSettings | None = None,
         eos_token_ids: Iterable[int] = (),
-        budget: BudgetPolicy | None = None,
+        policy: BudgetPolicy | None = None,
         sampler: Sampler | None = None,
     ) -> None:
         self.model = model
@@ -94,7 +95,7 @@ class Decoder:
             else Sampler(settings.warp, settings.seed, settings.sampling_rule)
         )
         self.drafter = drafter or Drafter([])
-        self.policy = budget or FixedBudget(0 if not self.drafter.tiers else FIXED_BUDGET)
+        self.policy = policy or FixedBudget(0 if not self.drafter.tiers else FIXED_BUDGET)
         self.eos = frozenset(eos_token_ids)
         self.limit = context_length(model)
         check_prompt(self.prompt_ids, self.limit)
@@ -129,91 +130,89 @@ class Decoder:
         )
 
     def _steps(self) -> Iterator[Step]:
-        settings, drafter, policy, eos, limit = self.settings, self.drafter, self.policy, self.eos, self.limit
+        drafter, policy, rider, eos, limit = self.drafter, self.policy, self.drafter.rider, self.eos, self.limit
         tokens = list(self.prompt_ids)
         verifier = Verifier(self.model, self.sampler)
         verifier.prefill(tokens[:-1])
-        # One table of the model's guesses for the generation, filled once a pass, for the tiers and
-        # the policy that read it.
-        successors = max(drafter.successors_wanted, policy.successors_wanted)
-        guesses = Successors(successors) if successors else None
-        if guesses is not None:
-            drafter.use_guesses(guesses)
-            policy.use_guesses(guesses)
         drafter.begin(tokens)
-        rider = drafter.rider
-        generated = 0
-        step: Step | None = None
-        while generated < settings.max_new_tokens and len(tokens) < limit:
-            clock = PhaseClock()
-            if step is not None:
-                policy.observe(step)  # the policy learns from the last step before it proposes again
-                clock.lap("policy")
-            # A draft deeper than this could not be used: the step also emits the bonus token, and the
-            # answer may not pass max_new_tokens nor the text the model's context.
-            max_depth = min(settings.max_new_tokens - generated, limit - len(tokens)) - 1
-            past_len = len(tokens) - 1
-
-            # Propose: the tiers draft a trie (the policy decides which are asked), the policy keeps
-            # what is worth verifying.
-            draft_tokens = policy.draft_budget(len(tokens))
-            ride = rider is not None and policy.run_rider(rider)
-            clock.lap("policy")
-            tree, lookups = (
-                drafter.draft(tokens, draft_tokens, max_depth, policy.per_tier, verifier.vocab_size, policy.ask)
-                if draft_tokens > 0
-                else (DraftTree(root=tokens[-1]), ())
-            )
+        learners = [*drafter.tiers, *([rider] if rider is not None else []), policy]
+        index, learned_s = 0, 0.0
+        while (max_depth := self._max_depth(tokens)) >= 0:
+            clock, past_len = PhaseClock(learned_s), len(tokens) - 1
+            # Propose: the tiers the policy's gate asks draft one trie.
+            tree, lookups, budget = drafter.draft(tokens, max_depth, policy.gate, verifier.vocab_size)
             clock.lap("draft")
-            tree, estimates = policy.select(tree, tokens)
-            # A tier's rows (its Lookahead window) ride along where the policy says they pay and fit.
-            rows = rider.rows() if rider is not None and ride and rider.fits(past_len, len(tree), limit) else None
+            # Select: the part worth verifying, and the rider's rows where they pay and fit.
+            chosen = policy.select(tree, tokens, rider)
+            fits = chosen.ride and rider is not None and rider.fits(past_len, len(chosen.tree), limit)
+            rows = rider.rows() if fits and rider is not None else None
             clock.lap("policy")
-
-            # Verify: one forward pass over the trie. Accept: the path the model agrees with.
-            scored = verifier.verify(tree, past_len, rows)
+            # Score: one forward pass over the trie. Accept: the path the model agrees with.
+            scored = verifier.score(chosen.tree, past_len, rows)
             clock.lap("verify")
-            verified = verifier.accept(tree, scored, past_len, successors)
+            verdict = verifier.accept(chosen.tree, scored, past_len, GUESSES if drafter.tiers else 0)
             clock.lap("accept")
-            path = verified.path
-
-            # Update: the cache keeps the accepted path, the tiers learn the new tokens and the model's guesses.
-            verifier.compact(past_len, path)
-            emitted = cut_at_end([tree.tokens[n] for n in path[1:]] + [verified.bonus], eos)
-            tiers = ([tree.tiers[n] for n in path[1:]] + [BONUS])[: len(emitted)]
-            if verified.top is not None:
-                said = ModelGuesses(tree.tokens, tree.previous_tokens(token_before_newest(tokens)), *verified.top)
-                if guesses is not None:
-                    guesses.observe(said)
-                drafter.observe_model(said)
-            tokens.extend(emitted)
-            generated += len(emitted)
-            drafter.update(emitted)
-            if rows is not None:
-                rider.advance(scored.rider_next)  # type: ignore[union-attr]  (rows come from the rider)
+            # Keep: the cache keeps the accepted path, the text its tokens and the model's own.
+            verifier.compact(past_len, verdict.path)
             clock.lap("update")
-            step = Step(
-                index=step.index + 1 if step is not None else 0,
-                context_len=past_len + 1,
-                budget=draft_tokens,
-                tree=tree,
-                accepted_nodes=tuple(path),
-                tokens=tuple(emitted),
-                tiers=tuple(tiers),  # type: ignore[arg-type]  (no drafted node is the root)
-                times=clock.times(scored.tree_s),
-                estimates=estimates,
-                choices=tuple(verified.choices),
-                choice_probs=tuple(verified.choice_probs),
-                accept_probs=tuple(verified.accept_probs),
-                window=len(rows) if rows is not None else 0,
-                lookups=lookups,
-            )
+            step = self._record(index, tokens, budget, chosen, lookups, scored, verdict, len(rows or ()), clock)
+            tokens.extend(step.tokens)
+            # Learn: the tiers, the rider and the policy, each from the one record of the step.
+            start = time.perf_counter()
+            for learner in learners:
+                learner.update(step)
+            learned_s = time.perf_counter() - start
             yield step
-            if emitted[-1] in eos:
+            index += 1
+            if step.tokens[-1] in eos:
                 break
-        if step is not None:
-            policy.observe(step)
-        policy.finish()
+
+    def _max_depth(self, tokens: Sequence[int]) -> int:
+        """The deepest draft the next step could use (-1: no step is left): the step also emits the
+        model's own token, and the answer may not pass max_new_tokens nor the text the model's context."""
+        generated = len(tokens) - len(self.prompt_ids)
+        return min(self.settings.max_new_tokens - generated, self.limit - len(tokens)) - 1
+
+    def _record(
+        self,
+        index: int,
+        context: Sequence[int],
+        budget: int,
+        chosen: Selection,
+        lookups: tuple[TierLookup, ...],
+        scored: Scored,
+        verdict: Acceptance,
+        window: int,
+        clock: PhaseClock,
+    ) -> Step:
+        """The step's record: what it emitted (up to an end-of-sequence token) and from which tier,
+        and what the model said of every node."""
+        tree, path = chosen.tree, verdict.path
+        emitted = cut_at_end([tree.tokens[n] for n in path[1:]] + [verdict.bonus], self.eos)
+        said = None
+        if verdict.top is not None:
+            said = ModelGuesses(tree.tokens, tree.previous_tokens(token_before_newest(context)), *verdict.top)
+        rider = self.drafter.rider
+        return Step(
+            index=index,
+            context_len=len(context),
+            budget=budget,
+            tree=tree,
+            accepted_nodes=tuple(path),
+            tokens=tuple(emitted),
+            tiers=tuple(([tree.tiers[n] for n in path[1:]] + [BONUS])[: len(emitted)]),  # type: ignore[arg-type]
+            times=clock.times(scored.tree_s),
+            estimates=chosen.estimates,
+            choices=tuple(verdict.choices),
+            choice_probs=tuple(verdict.choice_probs),
+            accept_probs=tuple(verdict.accept_probs),
+            window=window,
+            lookups=lookups,
+            guesses=said,
+            kinds=chosen.kinds,
+            window_source=rider.source if rider is not None else "",
+            window_next=scored.rider_next if window else (),
+        )
 
 
 def decode(*args: Any, **kwargs: Any) -> Iterator[Step]:

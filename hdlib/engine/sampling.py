@@ -33,7 +33,7 @@ tried draft, then one final draw, so the n-th random number means something else
 the same seed gives another answer than plain sampling, and another again when the tree changes
 (the value-ranked tree weighs measured times and a prior that learns across runs).
 
-`reject_step` is the one step the rejection sampler takes at a candidate (`Sampler.reject_step`).
+`reject_step` is the one step the rejection sampler takes at a candidate (`Sampler.walk` takes another).
 The statistics that show, on fixed distributions and without a model, that both rules emit exactly
 the target distribution and that a broken rule does not, are the teaching module's
 (`hdlib.viz.sampling`): they drive this `Sampler` rather than walk a tree of their own.
@@ -112,6 +112,9 @@ def nucleus(probs: torch.Tensor, top_p: float) -> torch.Tensor:
     return kept / kept.sum(dim=-1, keepdim=True)
 
 
+RejectStep = Callable[[torch.Tensor, int], tuple[float, torch.Tensor]]  # (residual, token) -> (accept, rest)
+
+
 def reject_step(residual: torch.Tensor, token: int) -> tuple[float, torch.Tensor]:
     """The rule at one candidate: (probability of accepting `token`, the residual if it is rejected).
 
@@ -166,11 +169,6 @@ class Sampler:
         self.rule = check_rule(rule)
         self.generator = torch.Generator().manual_seed(self.seed)  # the rejection rule's stream
 
-    def reject_step(self, residual: torch.Tensor, token: int) -> tuple[float, torch.Tensor]:
-        """The rejection rule's step at one candidate (`reject_step`); a teaching sampler swaps in a
-        broken rule here to show what a lossy one looks like (`hdlib.viz.sampling`)."""
-        return reject_step(residual, token)
-
     def _uniform(self) -> float:
         return float(torch.rand((), generator=self.generator, dtype=torch.float64))
 
@@ -192,11 +190,15 @@ class Sampler:
         distribution: Callable[[int], torch.Tensor],
         first_position: int,
         trials: dict[int, float] | None = None,
+        step: RejectStep | None = None,
     ) -> tuple[list[int], int]:
         """The walk down `tree` by the sampler's rule; `distribution(node)` is the warped
-        distribution after a node, `first_position` the position of the token after the root."""
-        walk = self._reject_walk if self.rule == "rejection" else self._gumbel_walk
-        return walk(tree, distribution, first_position, trials)
+        distribution after a node, `first_position` the position of the token after the root. The
+        rejection rule takes `step` at each candidate (a teaching figure passes a broken one, to show
+        what a lossy rule looks like: `hdlib.viz.sampling`)."""
+        if self.rule == "rejection":
+            return self._reject_walk(tree, distribution, trials, step or reject_step)
+        return self._gumbel_walk(tree, distribution, first_position, trials)
 
     def _gumbel_walk(
         self,
@@ -221,14 +223,15 @@ class Sampler:
         self,
         tree: DraftTree,
         distribution: Callable[[int], torch.Tensor],
-        first_position: int,  # (the rejection rule's random numbers are not tied to positions)
         trials: dict[int, float] | None,
+        step: RejectStep,
     ) -> tuple[list[int], int]:
+        """(The rejection rule's random numbers are not tied to positions.)"""
         path = [0]
         while True:
             residual = distribution(path[-1])
             for child in tree.children(path[-1]):
-                accept, rest = self.reject_step(residual, tree.tokens[child])
+                accept, rest = step(residual, tree.tokens[child])
                 if trials is not None:
                     trials[child] = accept
                 if self._uniform() < accept:

@@ -4,20 +4,21 @@ A `Step` says which drafts were proposed (the trie, each node with its tier), wh
 accepted, which tier each accepted token came from (the model's own token at the end is `BONUS`),
 and where the time went. A `Generation` holds the steps with the text and the numbers people quote:
 mean accepted tokens per step (MAT), tokens per second, tokens per tier, the engine's share of the
-step time. How they are shown (colours, legends) is `hdlib.presentation`'s.
+step time. How they are shown (colours, legends, a notebook's view of a generation) is
+`hdlib.presentation`'s.
 """
 
 from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Hashable, Sequence
 from dataclasses import dataclass, field, fields
 from enum import Enum
 
-from hdlib import presentation
 from hdlib.engine.tree import DraftTree
 from hdlib.tiers.base import BONUS, Tier
+from hdlib.tiers.guesses import ModelGuesses
 
 
 @dataclass(frozen=True)
@@ -28,8 +29,8 @@ class StepTimes:
     tree: float  # trie -> tensors and masks
     forward: float  # the target model's forward pass
     accept: float  # choosing the accepted path, and reading it (with the records) from the device
-    update: float  # cache compaction and tier updates
-    policy: float = 0.0  # the budget policy: the budget, the nodes kept, learning from the step
+    update: float  # keeping the accepted path in the cache; and learning from the step before (see `PhaseClock`)
+    policy: float = 0.0  # the budget policy: the nodes kept
 
     @property
     def total(self) -> float:
@@ -44,10 +45,12 @@ class StepTimes:
 class PhaseClock:
     """The seconds of one step's phases: each `lap` charges the time since the last lap (or since
     the clock was made) to a phase. The verifier times tree building and the forward pass apart
-    inside its own phase; `times` splits them."""
+    inside its own phase; `times` splits them. `learned_s`, what learning from the step before took
+    (it happens before that step is handed on, so it is charged to the next), counts as `update`."""
 
-    def __init__(self) -> None:
+    def __init__(self, learned_s: float = 0.0) -> None:
         self.seconds = {name: 0.0 for name in ("draft", "verify", "accept", "update", "policy")}
+        self.seconds["update"] = learned_s
         self._last = time.perf_counter()
 
     def lap(self, phase: str) -> None:
@@ -73,10 +76,13 @@ class TierLookup:
 
 @dataclass(frozen=True)
 class Step:
+    """One step's outcome, complete when the loop yields it: the one record every learner (the tiers,
+    the rider, the budget policy) learns from through `update(step)`, and what a notebook replays."""
+
     index: int
     context_len: int  # tokens before this step
-    budget: int  # the most draft tokens this step could have
-    tree: DraftTree  # the drafts, merged, each node with its tier
+    budget: int  # the most draft tokens this step could have (what the gate gave the first tier)
+    tree: DraftTree  # the drafts verified, merged, each node with its tier
     accepted_nodes: tuple[int, ...]  # the accepted path through the tree, root first
     tokens: tuple[int, ...]  # what the step emitted: accepted drafts, then the bonus token
     tiers: tuple[Tier, ...]  # one per emitted token
@@ -93,6 +99,13 @@ class Step:
     accept_probs: tuple[float | None, ...] | None = None
     window: int = 0  # rows a tier's rider (its Lookahead window) put in the pass beside the tree
     lookups: tuple[TierLookup, ...] = ()  # the tiers asked, in the order asked (a skipped tier has none)
+    # Per node, the model's GUESSES most likely next tokens and their probabilities (None: not read, as
+    # in plain decoding): what the recycled tier and the value-ranked tree learn the model's opinions from.
+    guesses: ModelGuesses | None = field(default=None, repr=False)
+    # Per node, the kinds its estimate was made from (`hdlib.engine.value`; None without estimates).
+    kinds: tuple[Hashable, ...] | None = field(default=None, repr=False)
+    window_source: str = ""  # the part of its tier that drafts what the rider found ("": no rider)
+    window_next: tuple[int, ...] = ()  # where the rider rode: the model's next token after each of its top rows
 
     def rejected(self) -> list[int]:
         """The nodes the model was asked about and refused: tried (their parent reached), not accepted."""
@@ -149,7 +162,11 @@ STOP_REASONS = tuple(reason.value for reason in StopReason)
 
 
 def cut_at_end(tokens: Sequence[int], eos: Collection[int]) -> list[int]:
-    """`tokens` up to and including the first end token: what a generation keeps."""
+    """`tokens` up to and including the first end token: what a generation keeps.
+
+    >>> cut_at_end([5, 2, 7, 2], eos={2})
+    [5, 2]
+    """
     end = next((i for i, token in enumerate(tokens) if token in eos), len(tokens) - 1)
     return list(tokens[: end + 1])
 
@@ -257,12 +274,3 @@ class Generation:
     @property
     def token_tiers(self) -> list[Tier]:
         return [t for s in self.steps for t in s.tiers]
-
-    def _repr_html_(self) -> str:
-        """The answer with each token coloured by the tier it came from, and the summary below."""
-        pieces = self.pieces or [f"[{t}]" for t in self.tokens]
-        return (
-            '<div style="white-space:pre-wrap;font-family:monospace">'
-            f"{presentation.tokens_html(pieces, self.token_tiers)}</div>"
-            f"<div>{presentation.legend_html(self.legend())}</div>{presentation.table_html(self.summary())}"
-        )

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from hdlib.tiers.base import Tier
+from hdlib.tiers.base import Proposal, Tier, proposal
 from hdlib.tiers.rider import RiderRows
 
 
@@ -55,42 +55,57 @@ class DraftTree:
     def n_drafted(self) -> int:
         return len(self.tokens) - 1
 
-    def add(
-        self,
-        draft: Sequence[int],
-        tier: Tier,
-        max_new: int,
-        max_depth: int,
-        key_length: int = 0,
-        source: str = "",
-        confidence: Sequence[float] = (),
-    ) -> int:
-        """Insert a draft below the root; return how many new nodes it made.
+    def add(self, draft: Proposal | Sequence[int], tier: Tier, max_new: int = 1 << 30, max_depth: int = 1 << 30) -> int:
+        """Insert a tier's draft (a `Proposal`, or plain token ids) below the root; return how many
+        new nodes it made.
 
         A prefix already in the trie is shared, and its nodes keep the tier that added them first
         (the higher tier). At most `max_new` nodes are added and no node goes deeper than
         `max_depth`, so a draft may be cut.
+
+        >>> tree = DraftTree(root=1)
+        >>> tree.add((2, 3), Tier.CONTEXT), tree.add((2, 4), Tier.MODEL)
+        (2, 1)
+        >>> tree.tokens, tree.parents, [str(t) for t in tree.tiers]
+        ([1, 2, 3, 4], [-1, 0, 1, 1], ['None', 'context', 'context', 'model'])
         """
+        p = proposal(draft)
         node, added = 0, 0
-        for i, token in enumerate(draft[:max_depth]):
-            child = self._shared(node, token)
+        for i, token in enumerate(p.tokens[:max_depth]):
+            child = self.child(node, token)
             if child is None:
                 if added == max_new:
                     break
-                child = len(self.tokens)
-                self.tokens.append(token)
-                self.parents.append(node)
-                self.tiers.append(tier)
-                self.key_lengths.append(key_length)
-                self.sources.append(source)
-                self.confidences.append(confidence[i] if i < len(confidence) else -1.0)
-                self.proposers.append(set())
-                self._children.append({})
-                self._link(node, token, child)
+                confidence = p.confidence[i] if i < len(p.confidence) else -1.0
+                child = self.add_node(node, token, tier, p.key_length, p.source, confidence, set())
                 added += 1
-            self.proposers[child].add((tier, source))
+            self.proposers[child].add((tier, p.source))
             node = child
         return added
+
+    def add_node(
+        self,
+        parent: int,
+        token: int,
+        tier: Tier | None,
+        key_length: int = 0,
+        source: str = "",
+        confidence: float = -1.0,
+        proposers: set[tuple[Tier | None, str]] | None = None,
+    ) -> int:
+        """Append one node below `parent` and return its index; it becomes the parent's child by its
+        token unless the parent has one already (a trie never makes a second: `add` shares it)."""
+        index = len(self.tokens)
+        self.tokens.append(token)
+        self.parents.append(parent)
+        self.tiers.append(tier)
+        self.key_lengths.append(key_length)
+        self.sources.append(source)
+        self.confidences.append(confidence)
+        self.proposers.append({(tier, source)} if proposers is None else proposers)
+        self._children.append({})
+        self._children[parent].setdefault(token, index)
+        return index
 
     @property
     def depths(self) -> list[int]:
@@ -107,14 +122,6 @@ class DraftTree:
             node, depth = self.parents[node], depth + 1
         return depth
 
-    def _shared(self, node: int, token: int) -> int | None:
-        """The node a draft's `token` after `node` goes to, where the tree has it already: a trie
-        shares every prefix."""
-        return self._children[node].get(token)
-
-    def _link(self, parent: int, token: int, child: int) -> None:
-        self._children[parent][token] = child
-
     def child(self, node: int, token: int) -> int | None:
         """The child of `node` with this token."""
         return self._children[node].get(token)
@@ -127,7 +134,14 @@ class DraftTree:
         """The nodes greedy decoding accepts, root first, given the model's choice after every node:
         from the root, the child whose token is the model's choice after its parent, as long as
         there is one (a trie has at most one child per token, so this is the longest root path whose
-        every draft token is the model's choice)."""
+        every draft token is the model's choice).
+
+        >>> tree = DraftTree(root=1)
+        >>> tree.add((2, 3), Tier.CONTEXT), tree.add((2, 4), Tier.MODEL)
+        (2, 1)
+        >>> tree.accepted_path(choices=[2, 4, 0, 9])  # after 1 the model says 2, after 2 it says 4
+        [0, 1, 3]
+        """
         path = [0]
         while (child := self.child(path[-1], choices[path[-1]])) is not None:
             path.append(child)
@@ -163,24 +177,25 @@ class DraftTree:
         return [before_root, *(self.tokens[p] for p in self.parents[1:])]
 
     def subtree(self, keep: Sequence[int]) -> DraftTree:
-        """The tree of the nodes `keep` (closed under ancestors; the root is always kept), in node
-        order, of this tree's kind."""
+        """The trie of the nodes `keep` (closed under ancestors; the root is always kept), in node
+        order.
+
+        >>> tree = DraftTree(root=1)
+        >>> tree.add((2, 3), Tier.CONTEXT), tree.add((4,), Tier.MODEL)
+        (2, 1)
+        >>> tree.subtree([1, 3]).tokens
+        [1, 2, 4]
+        """
         kept = sorted(set(keep) | {0})
         new = {old: i for i, old in enumerate(kept)}
-        tree = type(self)(root=self.root)
+        tree = DraftTree(root=self.root)
         for old in kept[1:]:
             if self.parents[old] not in new:
                 raise ValueError(f"node {old} is kept without its parent {self.parents[old]}")
-            parent = new[self.parents[old]]
-            tree.tokens.append(self.tokens[old])
-            tree.parents.append(parent)
-            tree.tiers.append(self.tiers[old])
-            tree.key_lengths.append(self.key_lengths[old])
-            tree.sources.append(self.sources[old])
-            tree.confidences.append(self.confidences[old])
-            tree.proposers.append(self.proposers[old])
-            tree._children.append({})
-            tree._link(parent, self.tokens[old], new[old])
+            tree.add_node(
+                new[self.parents[old]], self.tokens[old], self.tiers[old], self.key_lengths[old],
+                self.sources[old], self.confidences[old], self.proposers[old],
+            )  # fmt: skip
         return tree
 
 
@@ -192,7 +207,15 @@ class TreeBuffers:
 
 
 def ancestor_matrix(parents: Sequence[int]) -> np.ndarray:
-    """(N, N) bool: row i is True at i and at every ancestor of i. Parents precede children."""
+    """(N, N) bool: row i is True at i and at every ancestor of i. Parents precede children: the
+    tree attention mask, where node i sees the cache and the nodes its row marks.
+
+    >>> ancestor_matrix([-1, 0, 1, 0]).astype(int)
+    array([[1, 0, 0, 0],
+           [1, 1, 0, 0],
+           [1, 1, 1, 0],
+           [1, 0, 0, 1]])
+    """
     n = len(parents)
     anc = np.zeros((n, n), dtype=bool)
     for i in range(n):

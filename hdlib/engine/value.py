@@ -26,14 +26,14 @@ second, counts the forward time of the profile and the host time the steps measu
 A Lookahead window (`hdlib.tiers.window`, an option of the context tier; to the engine a rider,
 `hdlib.tiers.rider`) adds its W (N - 1) tokens to a pass; forward(1 + n) becomes forward(1 + W (N - 1)
 + n) in the passes it rides in, and it rides only where the tokens its n-grams are accepted for, per
-pass, outweigh what its tokens cost at the rate r (`ValueBudget.run_rider`). On a GPU, where forward
+pass, outweigh what its tokens cost at the rate r (`ValueBudget.rider_pays`). On a GPU, where forward
 time is flat, that is nearly every pass; on a CPU, seldom.
 
 Estimates are counts with exponential decay (recent steps weigh more: a copying phase and a free
 phase differ), shrunk level by level toward a coarser kind: (tier, part, confidence band, opinion
 band, agreement, depth, key length, rank) toward (... depth) toward (... agreement) toward (tier,
 part, confidence band, opinion band), which starts from the opinion or the confidence itself. The
-prior (`AcceptancePrior`) is what the same kinds achieved before, and the caller chooses which:
+prior (`hdlib.engine.prior.AcceptancePrior`) is what the same kinds achieved before, and the caller chooses which:
 the prior shipped with the packaged model (read-only, so every machine starts from the same rates,
 the default for that model), the one this machine's cache keeps per model and device and updates
 after each generation (so a generation starts where the last ones left off, and its numbers depend
@@ -43,27 +43,22 @@ coarser estimate, so it is tried again: that is the exploration.
 
 from __future__ import annotations
 
-import hashlib
-import json
-import math
-import sys
 from bisect import bisect_right
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
-from pathlib import Path
 
 import numpy as np
 
+from hdlib.engine.budget import Selection
 from hdlib.engine.forward_time import ForwardProfile
 from hdlib.engine.gate import RETRY_SHORTEST, Retry, TierGate
-from hdlib.engine.trace import Step
+from hdlib.engine.prior import AcceptancePrior
+from hdlib.engine.trace import Step, TierLookup
 from hdlib.engine.tree import DraftTree
 from hdlib.errors import HDError
-from hdlib.paths import cache_dir
-from hdlib.store import write_text_atomic
 from hdlib.tiers.base import DraftTier, token_before_newest
-from hdlib.tiers.guesses import Successors
+from hdlib.tiers.guesses import GUESSES, Successors
 from hdlib.tiers.rider import PassRider
 
 CANDIDATES = 16  # draft tokens each tier may propose per step, before the ranking keeps the best
@@ -78,7 +73,11 @@ BAND_MIDDLES = tuple((lo + hi) / 2 for lo, hi in pairwise((0.0, *CONFIDENCE_EDGE
 
 
 def band(probability: float) -> int:
-    """-1 for unknown (negative), else 0..6 by CONFIDENCE_EDGES (bisect: it runs for every node, every step)."""
+    """-1 for unknown (negative), else 0..6 by CONFIDENCE_EDGES (bisect: it runs for every node, every step).
+
+    >>> band(-1.0), band(0.01), band(0.5), band(0.99)
+    (-1, 0, 3, 6)
+    """
     return -1 if probability < 0 else bisect_right(CONFIDENCE_EDGES, probability)
 
 
@@ -150,6 +149,17 @@ class AcceptanceModel:
                 p = (c.accepted + pseudo * p) / (c.seen + pseudo)
         return p
 
+    def update(self, step: Step) -> None:
+        """Learn from a verified step: each node whose fate was decided (its parent was accepted), by
+        the kinds its estimate was made from (`Step.kinds`; a step without them teaches nothing);
+        then age every count by one step."""
+        if step.kinds is not None:
+            on_path = set(step.accepted_nodes)
+            for node in range(1, len(step.tree)):
+                if step.tree.parents[node] in on_path:
+                    self.observe(step.kinds[node], node in on_path)
+        self.next_step()
+
     def observe(self, kinds: tuple[Hashable, ...], accepted: bool) -> None:
         for kind in kinds:
             c = self._counts.setdefault(kind, _Counts())
@@ -178,66 +188,30 @@ def prior_name(kind: Hashable) -> str:
     return "/".join(str(part) for part in kind) if isinstance(kind, tuple) else str(kind)
 
 
-def tree_kinds(tree: DraftTree, memory: Successors | None = None, before_root: int = -1) -> list[tuple[Hashable, ...]]:
-    """`node_kinds` of every node (the root's is empty), the model's opinions read from `memory`
-    (`before_root`: the context token before the root, -1 if none)."""
-    tokens, parents = tree.tokens, tree.parents
-    if memory is None:
-        return [(), *(node_kinds(tree, n) for n in range(1, len(tree)))]
+def estimate(
+    tree: DraftTree, model: AcceptanceModel, memory: Successors, before_root: int = -1
+) -> tuple[list[tuple[Hashable, ...]], np.ndarray]:
+    """Every node's kinds (the root's empty) and the estimated probability that it is accepted (the
+    root's 1): the product of `model`'s acceptance of its kinds from the root down, the model's
+    opinions read from `memory` (`before_root`: the context token before the root, -1 if none).
+
+    >>> from hdlib.tiers import Proposal, Tier
+    >>> tree = DraftTree(root=1)
+    >>> tree.add(Proposal((2, 3), confidence=(0.9, 0.5)), Tier.CONTEXT)
+    2
+    >>> kinds, probs = estimate(tree, AcceptanceModel(), Successors())
+    >>> probs.round(3).tolist()  # nothing learned yet: each token's own confidence band, multiplied
+    [1.0, 0.875, 0.438]
+    """
     before = tree.previous_tokens(before_root)
+    tokens, parents = tree.tokens, tree.parents
     kinds: list[tuple[Hashable, ...]] = [()]
-    for n in range(1, len(tree)):
-        opinion = memory.probability(tokens[n], tokens[parents[n]], before[parents[n]])
-        kinds.append(node_kinds(tree, n, opinion))
-    return kinds
-
-
-def path_probabilities(tree: DraftTree, model: AcceptanceModel, kinds: list[tuple[Hashable, ...]]) -> np.ndarray:
-    """(N,) the estimated probability that each node is accepted; the root's is 1."""
     probs = np.ones(len(tree))
     for node in range(1, len(tree)):  # parents precede children
-        probs[node] = probs[tree.parents[node]] * model.probability(kinds[node])
-    return probs
-
-
-class TreeEstimates:
-    """The estimates of a tree while it is drafted: each node's kinds and its acceptance once its
-    parent is accepted, computed once per node as the tiers add nodes; a node that another tier has
-    drafted too since (its agreement grew) is estimated again."""
-
-    def __init__(self, tree: DraftTree, model: AcceptanceModel, memory: Successors, before_root: int) -> None:
-        self.tree, self.model, self.memory = tree, model, memory
-        self.before = [before_root]  # the token before each node
-        self.kinds: list[tuple[Hashable, ...]] = [()]
-        self.conditional = [1.0]
-        self._agreement = [0]
-
-    def _estimate(self, node: int) -> None:
-        tree = self.tree
-        parent = tree.parents[node]
-        opinion = self.memory.probability(tree.tokens[node], tree.tokens[parent], self.before[parent])
-        kinds = node_kinds(tree, node, opinion)
-        p = self.model.probability(kinds)
-        if node < len(self.kinds):
-            self.kinds[node], self.conditional[node], self._agreement[node] = kinds, p, tree.agreement(node)
-        else:
-            self.before.append(tree.tokens[parent])
-            self.kinds.append(kinds)
-            self.conditional.append(p)
-            self._agreement.append(tree.agreement(node))
-
-    def path_probabilities(self) -> np.ndarray:
-        """(N,) the estimated probability that each node of the tree as it is now is accepted."""
-        tree = self.tree
-        for node in range(1, len(self.kinds)):
-            if tree.agreement(node) != self._agreement[node]:
-                self._estimate(node)
-        for node in range(len(self.kinds), len(tree)):
-            self._estimate(node)
-        probs = list(self.conditional)
-        for node in range(1, len(probs)):  # parents precede children
-            probs[node] *= probs[tree.parents[node]]
-        return np.asarray(probs)
+        opinion = memory.probability(tokens[node], tokens[parents[node]], before[parents[node]])
+        kinds.append(node_kinds(tree, node, opinion))
+        probs[node] = probs[parents[node]] * model.probability(kinds[node])
+    return kinds, probs
 
 
 def best_size(
@@ -263,14 +237,13 @@ class ValueBudget:
     """A budget policy that drafts candidates from the tiers worth asking and verifies the subtree
     worth most.
 
-    Used by the decoding loop like any budget policy: `draft_budget` is the candidate budget per
-    tier, `ask` is the hierarchy's gate before each tier after the first (`gate=False` asks every
-    tier), `select` keeps the nodes worth verifying (with their estimated path probabilities),
-    `observe` learns from the verified step.
+    `gate` gives every tier asked `candidates` draft tokens, and asks a tier after the first only where
+    asking it pays (`hdlib.engine.gate`; `gate=False` asks every tier); `select` keeps the nodes worth
+    verifying, with their estimated path probabilities, and lets the rider's rows ride where they pay;
+    `update` learns from the verified step: the acceptance of each kind, the gate's gains and lookup
+    times, the generation's rate, the rider's worth, the model's guesses. `rates()` is what the
+    generation learned (`generate` folds it into a learning prior).
     """
-
-    per_tier = True  # every tier proposes its own candidates; the ranking decides, not the order alone
-    successors_wanted = 8  # the model's top guesses after every node: its opinion of the next drafts
 
     def __init__(
         self,
@@ -286,215 +259,67 @@ class ValueBudget:
         self.prior = prior
         self.candidates = candidates
         self.model = AcceptanceModel(prior.rates() if prior is not None else None)
-        self.gate = TierGate(self.model.decay) if gate else None
-        self.guesses = Successors(self.successors_wanted)  # the model's opinions: the loop's table (use_guesses)
-        self._tokens, self._seconds = 0.0, 0.0  # decayed sums over the steps: emitted tokens, their time
-        self._estimates: TreeEstimates | None = None  # of the tree being drafted
-        self._selected: tuple[DraftTree | None, list[tuple[Hashable, ...]]] = (None, [])  # the tree and its kinds
-        # A rider's worth (a Lookahead window's), decayed like the counts: the draft tokens its rows
-        # were accepted for, and the passes it rode in (one token per pass at first: it is tried).
-        self._window_tokens, self._window_passes = 1.0, 1.0
-        self._window = 0  # the rider's rows in the pass being chosen (0: none)
-        self._window_source: str | None = None  # the part of its tier that drafts what it found
-        self._window_retry = Retry()
-        self._last_n = 0  # draft tokens the last pass verified
+        self.tier_gate = TierGate(self.model.decay) if gate else None
+        self.guesses = Successors(GUESSES)  # the model's guesses, its opinion of the next drafts
+        # Learned from the steps, decayed like the counts: emitted tokens and their time (the rate);
+        # the draft tokens a rider's rows (a Lookahead window's) were accepted for, and the passes it
+        # rode in (one token per pass at first: it is tried); the draft tokens the last pass verified.
+        self.tokens, self.seconds = 0.0, 0.0
+        self.window_tokens, self.window_passes = 1.0, 1.0
+        self.window_retry = Retry()
+        self.last_size = 0
 
-    def use_guesses(self, table: Successors) -> None:
-        self.guesses = table
-
-    def draft_budget(self, context_len: int) -> int:
-        return self.candidates
-
-    def _rate(self) -> float | None:
+    def rate(self) -> float | None:
         """The tokens per second the generation has been achieving: the profile's forward time and
         the host time the steps measured."""
-        return self._tokens / self._seconds if self._seconds > 0 else None
+        return self.tokens / self.seconds if self.seconds > 0 else None
 
-    def _estimates_of(self, tree: DraftTree, context: Sequence[int]) -> TreeEstimates:
-        known = self._estimates
-        if known is None or known.tree is not tree or known.model is not self.model or known.memory is not self.guesses:
-            self._estimates = TreeEstimates(tree, self.model, self.guesses, token_before_newest(context))
-        return self._estimates
+    def rates(self) -> dict[str, tuple[float, float]]:
+        """What this generation learned of each kind's acceptance (for a prior)."""
+        return self.model.rates()
 
-    def ask(self, tier: DraftTier, tree: DraftTree, context: Sequence[int]) -> bool:
-        """Whether asking `tier` pays, with `tree` drafted so far (`hdlib.engine.gate`)."""
-        if self.gate is None:
-            return True
-        expected = float(self._estimates_of(tree, context).path_probabilities()[1:].sum())
-        return self.gate.asks(tier.tier, expected, self._rate())
+    def gate(self, tier: DraftTier, tree: DraftTree, context: Sequence[int], asked: Sequence[TierLookup]) -> int:
+        """`candidates` for the first tier; for a later one, as many where asking it pays, with `tree`
+        drafted so far (`hdlib.engine.gate`), else 0."""
+        if not asked or self.tier_gate is None:
+            return self.candidates
+        _, probs = estimate(tree, self.model, self.guesses, token_before_newest(context))
+        return self.candidates if self.tier_gate.asks(tier.tier, float(probs[1:].sum()), self.rate()) else 0
 
-    def run_rider(self, rider: PassRider) -> bool:
+    def rider_pays(self, rider: PassRider) -> bool:
         """Whether `rider`'s rows (a Lookahead window's) pay in the next pass: the draft tokens they
         have been accepted for, per pass they rode in, against the tokens the generation's rate would
         make in the time `rider.size` more tokens add to a pass of the last one's size. A rider left
         out of WINDOW_EXPLORE passes rides in the next, so its worth is measured again (and waits
         twice as long the next time, while it does not pay)."""
-        size, self._window_source = rider.size, rider.source
-        rate = self._rate()
-        n = self._last_n
-        extra_s = float(self.profile.forward_s(1 + n + size) - self.profile.forward_s(1 + n))
-        gain = self._window_tokens / self._window_passes
-        pays = self._window_retry.decide(rate is None or gain >= rate * extra_s)
-        self._window = size if pays else 0
-        return pays
+        rate, n = self.rate(), self.last_size
+        extra_s = float(self.profile.forward_s(1 + n + rider.size) - self.profile.forward_s(1 + n))
+        gain = self.window_tokens / self.window_passes
+        return self.window_retry.decide(rate is None or gain >= rate * extra_s)
 
-    def select(self, tree: DraftTree, context: Sequence[int] = ()) -> tuple[DraftTree, tuple[float, ...] | None]:
+    def select(self, tree: DraftTree, context: Sequence[int], rider: PassRider | None) -> Selection:
+        ride = rider is not None and self.rider_pays(rider)
         if tree.n_drafted == 0:
-            self._selected = (tree, [()])
-            return tree, (1.0,)
-        estimates = self._estimates_of(tree, context)
-        probs = estimates.path_probabilities()
-        order, n = best_size(probs, self.profile, self._rate(), self._window)
-        kept = np.sort(order[:n])
-        verified = tree.subtree(kept.tolist())
-        self._selected = (verified, [estimates.kinds[i] for i in [0, *kept.tolist()]])
-        return verified, (1.0, *probs[kept].tolist())
+            return Selection(tree, (1.0,), ((),), ride)
+        kinds, probs = estimate(tree, self.model, self.guesses, token_before_newest(context))
+        order, n = best_size(probs, self.profile, self.rate(), rider.size if ride and rider is not None else 0)
+        kept = np.sort(order[:n]).tolist()
+        return Selection(tree.subtree(kept), (1.0, *probs[kept].tolist()), tuple(kinds[i] for i in [0, *kept]), ride)
 
-    def observe(self, step: Step) -> None:
-        tree, on_path = step.tree, set(step.accepted_nodes)
-        # The kinds as `select` saw them (the model's opinion has moved on since).
-        kinds = self._selected[1] if self._selected[0] is tree else tree_kinds(tree, self.guesses)
-        for node in range(1, len(tree)):
-            if tree.parents[node] in on_path:  # its fate was decided: its parent was accepted
-                self.model.observe(kinds[node], node in on_path)
-        self.model.next_step()
-        if self.gate is not None:
-            self.gate.observe(step)
+    def update(self, step: Step) -> None:
+        self.model.update(step)
+        if self.tier_gate is not None:
+            self.tier_gate.update(step)
         # The generation's recent rate: the profile's forward time (the time the choice is made in)
         # and the step's host time.
         decay, n = self.model.decay, step.tree.n_drafted
-        self._tokens = decay * self._tokens + len(step.tokens)
+        self.tokens = decay * self.tokens + len(step.tokens)
         forward = float(self.profile.forward_s(1 + n + step.window))
-        self._seconds = decay * self._seconds + forward + step.times.overhead
-        harvested = sum(tree.sources[node] == self._window_source for node in step.accepted_nodes[1:])
-        self._window_tokens = decay * self._window_tokens + harvested
-        self._window_passes = decay * self._window_passes + (step.window > 0)
-        self._window_retry.record(step.window > 0)
-        self._window, self._last_n = 0, n
-
-    def finish(self) -> None:
-        """The generation is over: fold what it learned into the prior (a read-only prior stays as it is)."""
-        if self.prior is not None:
-            self.prior.merge(self.model.rates())
-
-
-def parse_rates(text: str) -> dict[str, list[float]]:
-    """The rates of a prior file's text (kind -> [rate, weight]); ValueError saying why it is none.
-
-    A rate above 1 would let a child's path probability pass its parent's: the tree of the best nodes
-    would no longer be a tree. So would NaN, which every comparison refuses.
-    """
-    try:
-        raw = json.loads(text)
-        data = {str(k): [float(v[0]), float(v[1])] for k, v in raw.items()}
-    except (ValueError, TypeError, KeyError, IndexError, AttributeError) as error:
-        raise ValueError("not a JSON object of kind -> [rate, weight]") from error
-    bad = next((k for k, (r, w) in data.items() if not (0.0 <= r <= 1.0 and 0.0 <= w < math.inf)), None)
-    if bad is not None:
-        rate, weight = data[bad]
-        raise ValueError(f"kind {bad!r} has rate {rate} and weight {weight}: need 0 <= rate <= 1, finite weight >= 0")
-    return data
-
-
-class AcceptancePrior:
-    """Acceptance rates per node kind: where a generation's estimates start.
-
-    One that `learns` folds each generation's rates in (`merge`) and writes them to its file: the
-    prior this machine's cache keeps per model and device (`for_model`), or, without a file, one held
-    in memory (`AcceptancePrior()`, as scripts/build_prior.py builds the packaged prior). A read-only
-    one (`fresh`, `from_file`, `snapshot`) never changes, so every generation given it starts alike,
-    whatever ran before: what a notebook or a benchmark needs. `source` says where the rates came
-    from ("learned", "fresh", "packaged" or a file's path) and `digest` which rates they are.
-    """
-
-    def __init__(
-        self, path: Path | None = None, memory: float = 200.0, learns: bool = True, source: str = "learned"
-    ) -> None:
-        self.path = path  # where a learning prior writes its rates (None: nowhere); read at once if present
-        self.memory = memory  # observations the prior remembers: older ones fade as new ones come
-        self.learns = learns
-        self.source = source
-        self._data: dict[str, list[float]] = {}  # kind -> [rate, weight]
-        if path is None or not path.exists():
-            return
-        try:
-            self._data = parse_rates(path.read_text())
-        except (OSError, ValueError):
-            # The cache's own file: start afresh, and say so once (a user's file is refused instead,
-            # `from_file`).
-            print(
-                f"hdlib: {path} is not a valid acceptance prior (damaged?): removed, starting afresh", file=sys.stderr
-            )
-            path.unlink(missing_ok=True)
-
-    @classmethod
-    def for_model(cls, key: str, folder: Path | None = None) -> AcceptancePrior:
-        """The prior kept for the model and device `key` names (a forward profile's key), in `folder`
-        (default: hdlib's cache); it learns from every generation that uses it."""
-        name = hashlib.sha256(key.encode()).hexdigest()[:16]
-        return cls((folder or cache_dir() / "acceptance") / f"{name}.json")
-
-    @classmethod
-    def fresh(cls) -> AcceptancePrior:
-        """No rates at all, read-only: every estimate starts from the node's own opinion or confidence."""
-        return cls(None, learns=False, source="fresh")
-
-    @classmethod
-    def from_file(cls, path: str | Path, source: str | None = None) -> AcceptancePrior:
-        """The rates in the file at `path` (written by `save`), read-only; `source` defaults to the
-        path. A missing or invalid file is an HDError: unlike the cache's own, a user's file is never
-        removed."""
-        path = Path(path)
-        try:
-            text = path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            raise HDError(f"acceptance prior {path}: no such file") from None
-        except (OSError, UnicodeDecodeError) as error:
-            raise HDError(f"cannot read acceptance prior {path}: {error}") from None
-        try:
-            data = parse_rates(text)
-        except ValueError as error:
-            raise HDError(f"{path} is not an acceptance prior ({error}); AcceptancePrior.save writes one") from None
-        return cls._read_only(data, str(path) if source is None else source)
-
-    @classmethod
-    def _read_only(cls, data: dict[str, list[float]], source: str) -> AcceptancePrior:
-        prior = cls(None, learns=False, source=source)
-        prior._data = {k: list(v) for k, v in data.items()}
-        return prior
-
-    def snapshot(self) -> AcceptancePrior:
-        """A read-only copy of the rates as they are now, with the same source: what a benchmark hands
-        every method, so that none starts from what another learned."""
-        return self._read_only(self._data, self.source)
-
-    def rates(self) -> dict[str, tuple[float, float]]:
-        """(rate, observations) per kind."""
-        return {k: (v[0], v[1]) for k, v in self._data.items()}
-
-    def digest(self) -> str:
-        """16 hex digits of the SHA-256 of the rates' canonical JSON: equal digests, equal priors.
-        (`save` writes that very JSON, so it is the digest of the file's bytes too.)"""
-        return hashlib.sha256(_canonical(self._data).encode()).hexdigest()[:16]
-
-    def save(self, path: str | Path) -> Path:
-        """Write the rates to `path` as JSON, atomically (`from_file` reads them back)."""
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        return write_text_atomic(path, _canonical(self._data))
-
-    def merge(self, observed: dict[str, tuple[float, float]]) -> None:
-        """Fold a generation's (rate, observations) per kind in, and write the file if there is one;
-        a read-only prior ignores them."""
-        if not self.learns:
-            return
-        for kind, (rate, weight) in observed.items():
-            old_rate, old_weight = self._data.get(kind, [rate, 0.0])
-            total = old_weight + weight
-            self._data[kind] = [(old_rate * old_weight + rate * weight) / total, min(total, self.memory)]
-        if self.path is not None:
-            self.save(self.path)
-
-
-def _canonical(data: dict[str, list[float]]) -> str:
-    return json.dumps(data, sort_keys=True)
+        self.seconds = decay * self.seconds + forward + step.times.overhead
+        source, sources = step.window_source, step.tree.sources
+        harvested = sum(bool(source) and sources[node] == source for node in step.accepted_nodes[1:])
+        self.window_tokens = decay * self.window_tokens + harvested
+        self.window_passes = decay * self.window_passes + (step.window > 0)
+        self.window_retry.record(step.window > 0)
+        self.last_size = n
+        self.guesses.update(step)  # after the kinds were learned: they hold the opinions `select` read

@@ -314,7 +314,7 @@ class Verifier:
         return [ids[r : r + k] for r in rows], [floats[r : r + k] for r in rows]
 
     @torch.inference_mode()
-    def verify(self, tree: DraftTree, past_len: int, rider: RiderRows | None = None) -> Scored:
+    def score(self, tree: DraftTree, past_len: int, rider: RiderRows | None = None) -> Scored:
         """One forward pass over `tree` after `past_len` cached tokens, with a rider's rows (the
         Lookahead window's, `hdlib.tiers.rider`) after the tree's when given (its next tokens read at
         once: the pass is waited for anyway). The cache then holds the whole pass: `compact` keeps
@@ -333,9 +333,9 @@ class Verifier:
         return Scored(buffers, logits, built - start, time.perf_counter() - built, rider_next)
 
     @torch.inference_mode()
-    def accept(self, tree: DraftTree, scored: Scored, past_len: int, successors: int = 0) -> Acceptance:
+    def accept(self, tree: DraftTree, scored: Scored, past_len: int, guesses: int = 0) -> Acceptance:
         """The accepted path of a scored tree and the bonus token, with the model's most likely token
-        after every node for the records (and its `successors` most likely, when asked for).
+        after every node for the records (and its `guesses` most likely, when asked for).
 
         Greedy: the choices after every node and their probabilities come back in one read (token ids
         and float32 bit patterns in one int32 tensor; on a GPU every read waits for the device), and
@@ -343,22 +343,22 @@ class Verifier:
         reads what it needs.
         """
         start = time.perf_counter()
-        n, k = len(tree), max(successors, 1)
+        n, k = len(tree), max(guesses, 1)
         indices, probs, tied = model_choices(scored.logits, k, self.softmax.like(scored.logits))
         trials: dict[int, float] = {}
         if self.sampler is None:
-            guesses, guess_probs = self._read_choices(scored.logits, indices, probs, tied, k)
-            path = tree.accepted_path([g[0] for g in guesses])
-            bonus = guesses[path[-1]][0]
+            tops, top_probs = self._read_choices(scored.logits, indices, probs, tied, k)
+            path = tree.accepted_path([g[0] for g in tops])
+            bonus = tops[path[-1]][0]
         else:
             path, bonus = self.sampler.accept(tree, scored.logits, past_len, trials)
-            guesses = settle_ties(scored.logits, indices)[:, :k].tolist()
-            guess_probs = probs[:, :k].tolist()
-        choices, choice_probs = [g[0] for g in guesses], [p[0] for p in guess_probs]
+            tops = settle_ties(scored.logits, indices)[:, :k].tolist()
+            top_probs = probs[:, :k].tolist()
+        choices, choice_probs = [g[0] for g in tops], [p[0] for p in top_probs]
         if self.sampler is None:
             reached = set(path)
             trials = {i: float(tree.tokens[i] == choices[p]) for i, p in enumerate(tree.parents) if p in reached and i}
         accept_probs = [trials.get(i) for i in range(n)]
         accept_probs[0] = 1.0  # the root is the text itself
-        top = (guesses, guess_probs) if successors else None
+        top = (tops, top_probs) if guesses else None
         return Acceptance(path, bonus, time.perf_counter() - start, choices, choice_probs, accept_probs, top)

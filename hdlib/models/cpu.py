@@ -29,7 +29,7 @@ import json
 import platform
 import statistics
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -78,19 +78,22 @@ class PrepackedLinear(nn.Module):
         for rows in range(1, CALIBRATED_ROWS + 1):
             x = torch.randn(rows, self.in_features, dtype=self.weight.dtype)
             self.packed_rows[rows] = True
-            packed = _median_seconds(lambda x=x: self(x), repeats)
+            packed = median_seconds(lambda x=x: self(x), repeats)
             self.packed_rows[rows] = False
-            default = _median_seconds(lambda x=x: self(x), repeats)
+            default = median_seconds(lambda x=x: self(x), repeats)
             self.packed_rows[rows] = packed < default
 
 
-def _median_seconds(call, repeats: int) -> float:
-    call()  # the first call may allocate
+def median_seconds(call: Callable[[], object], repeats: int, calls: int = 1) -> float:
+    """Seconds per call of `call`: the median of `repeats` timings of `calls` calls each, after one
+    call to warm up (the first call may allocate)."""
+    call()
     times = []
     for _ in range(repeats):
         start = time.perf_counter()
-        call()
-        times.append(time.perf_counter() - start)
+        for _ in range(calls):
+            call()
+        times.append((time.perf_counter() - start) / calls)
     return statistics.median(times)
 
 

@@ -90,7 +90,7 @@ def resolve_dtype(dtype: torch.dtype | str | None, device: torch.device) -> torc
     raise HDError(f"unsupported dtype {dtype!r}: pass one of {', '.join(DTYPE_CHOICES)}")
 
 
-def dtype_name(dtype: torch.dtype) -> str:
+def dtype_name(dtype: torch.dtype | str) -> str:
     """"bfloat16" for torch.bfloat16: the name the command line and the results files use."""
     return str(dtype).removeprefix("torch.")
 

@@ -38,7 +38,7 @@ from hdlib.serving.gate import Gate
 from hdlib.serving.index import ContextIndex
 from hdlib.serving.length import EXPLORE, SCALE, Acceptance, StepClock, StepCost, outcome, worth
 from hdlib.tiers import DraftTier, ModelTier, StatisticsTier
-from hdlib.tiers.base import check_tokens
+from hdlib.tiers.base import check_tokens, proposal
 
 log = logging.getLogger(__name__)
 
@@ -239,7 +239,7 @@ class ChainDrafter:
                     continue  # at this batch's rate, its lookup costs more than it adds
                 tail = tokens[-TAIL:].tolist() if tail is None else tail
                 start = time.perf_counter()
-                offers = [(p.tokens, p.key_length) for p in tier.propose(tail, want)]
+                offers = [(p.tokens, p.key_length) for p in map(proposal, tier.propose(tail, want))]
                 if self.gate is not None:
                     self.gate.took(letter, time.perf_counter() - start)
                     state.asked.append(letter)

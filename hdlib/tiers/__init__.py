@@ -8,7 +8,7 @@ from hdlib.tiers.base import BONUS, Draft, DraftRow, DraftTier, Proposal, Tier
 from hdlib.tiers.context import ContextSettings, ContextTier
 from hdlib.tiers.guesses import ModelGuesses, Successors
 from hdlib.tiers.model import ModelSettings, ModelTier
-from hdlib.tiers.recycling import RecycledTier
+from hdlib.tiers.recycled import RecycledTier
 from hdlib.tiers.statistics import StatisticsSettings, StatisticsTier
 
 # What `hd` asks, in this order: temporal locality, the model's recent guesses beside the text's own

@@ -12,19 +12,19 @@ import re
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import ClassVar, Protocol
 
 from hdlib.errors import HDError
-from hdlib.tiers.guesses import ModelGuesses, Successors
+from hdlib.tiers.guesses import ModelGuesses
 from hdlib.tiers.rider import PassRider
 
 Draft = tuple[int, ...]
+"""A proposed continuation of the context: token ids, first token first."""
 
 
 def token_before_newest(context: Sequence[int]) -> int:
     """The context's token before its newest one (a draft tree's root), -1 where there is none."""
     return int(context[-2]) if len(context) > 1 else -1
-"""A proposed continuation of the context: token ids, first token first."""
 
 
 @dataclass(frozen=True)
@@ -39,19 +39,27 @@ class Proposal:
     confidence: tuple[float, ...] = ()
 
 
+# Paul Tol's muted scheme, colour-blind safe: a tier that names no colour gets one by its letter.
+LETTER_COLORS = ("#332288", "#88CCEE", "#44AA99", "#117733", "#999933", "#DDCC77", "#CC6677", "#882255", "#AA4499")
+
+
 @dataclass(frozen=True)
 class Tier:
     """Who drafted a token: a tier's name, its one-letter code (orders such as `hd:CMS` are spelled
     in letters) and its colour in every figure, legend and summary.
 
     The tiers hdlib ships are `Tier.CONTEXT`, `Tier.RECYCLED`, `Tier.MODEL` and `Tier.STATISTICS`; a new database
-    names itself, `Tier("echo", "X", "#332288")`, and is shown like them everywhere. `BONUS` is
-    not a tier: it labels the target model's own token that ends every step.
+    names itself, `Tier("echo", "X")` (or with a colour of its choice, `Tier("echo", "X", "#332288")`),
+    and is shown like them everywhere. `BONUS` is not a tier: it labels the target model's own token
+    that ends every step.
+
+    >>> Tier("echo", "X")
+    Tier(name='echo', letter='X', color='#882255')
     """
 
     name: str  # lower case, unique among the tiers of a generation
     letter: str  # one upper-case letter or digit, unique too
-    color: str  # "#RRGGBB"
+    color: str = ""  # "#RRGGBB"; empty: one of LETTER_COLORS, chosen by the letter
 
     CONTEXT: ClassVar[Tier]
     RECYCLED: ClassVar[Tier]
@@ -63,6 +71,8 @@ class Tier:
             raise HDError(f"a tier's name is lower-case text without ',', ':' or '@', got {self.name!r}")
         if not re.fullmatch(r"[A-Z0-9+]", self.letter):  # ("+" is the bonus token's)
             raise HDError(f"tier {self.name!r}: its letter is one upper-case letter or digit, got {self.letter!r}")
+        if not self.color:
+            object.__setattr__(self, "color", LETTER_COLORS[ord(self.letter) % len(LETTER_COLORS)])
         if not re.fullmatch(r"#[0-9A-Fa-f]{6}", self.color):
             raise HDError(f"tier {self.name!r}: its colour is '#RRGGBB', got {self.color!r}")
 
@@ -91,49 +101,80 @@ class DraftRow:
 
 
 class DraftTier(ABC):
-    """A draft database. Subclasses set `tier` (name, letter, colour) and implement `lookup`."""
+    """A draft database: set `tier` (its name and letter) and implement `propose`.
+
+    `propose` may return plain tuples of token ids; a tier that knows more about a draft (the key
+    it matched, its own confidence) returns `Proposal`s, which the value-ranked tree learns from.
+    A tier that learns from the running text overrides `begin` and `update`.
+
+    >>> class Echo(DraftTier):
+    ...     tier = Tier("echo", "X")
+    ...     def propose(self, context, budget):
+    ...         return [tuple(context[-1:]) * 4]
+    >>> Echo().lookup([5, 7], budget=8)
+    [(7, 7, 7, 7)]
+    >>> Echo.tier.color  # a colour of its own, from its letter
+    '#882255'
+    """
 
     tier: Tier
+
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        super().__init_subclass__(**kwargs)
+        if "lookup" in vars(cls) and cls.propose is DraftTier.propose:
+            raise HDError(
+                f"{cls.__name__} defines lookup(context, budget): a tier's one method is now "
+                "propose(context, budget), which may return the same plain tuples; rename it"
+            )
 
     def begin(self, prompt: Sequence[int]) -> None:
         """A new request starts with these prompt tokens. Static databases ignore it."""
 
     @abstractmethod
-    def lookup(self, context: Sequence[int], budget: int) -> list[Draft]:
-        """Drafts for what follows `context`, best first, holding at most `budget` tokens in all."""
+    def propose(self, context: Sequence[int], budget: int) -> Sequence[Proposal | Sequence[int]]:
+        """Drafts for what follows `context`, best first, holding at most `budget` tokens in all: plain
+        token tuples, or `Proposal`s with what the tier knows of each."""
 
-    def propose(self, context: Sequence[int], budget: int) -> list[Proposal]:
-        """`lookup` with what is known of each draft; tiers that know their key lengths override it."""
-        return [Proposal(tuple(d)) for d in self.lookup(context, budget)]
+    def lookup(self, context: Sequence[int], budget: int) -> list[Draft]:
+        """The drafts' tokens alone."""
+        return [proposal(p).tokens for p in self.propose(context, budget)]
 
     def explain(self, context: Sequence[int], budget: int) -> list[DraftRow]:
         """What the tier would draft after `context`, best first, each draft with what the tier knows
         of it. Leaves the tier as it was. Tiers that count override it; the default is `propose`."""
         return [
             DraftRow(p.tokens, None, p.confidence[0] if p.confidence else None, p.key_length or None, p.source)
-            for p in self.propose(context, budget)
+            for p in map(proposal, self.propose(context, budget))
         ]
 
-    def update(self, accepted: Sequence[int]) -> None:
-        """These tokens were just appended to the context (accepted drafts and the bonus token)."""
-
-    # Tiers that learn from the target model set this: the engine then hands them, after every
-    # verification pass, the model's most likely next tokens at every node of the tree
-    # (`observe_model`), and before the first pass the one table of them it keeps (`use_guesses`).
-    successors_wanted: int = 0
-
-    def observe_model(self, guesses: ModelGuesses) -> None:
-        """What the model said after every node of the pass just verified."""
-
-    def use_guesses(self, table: Successors) -> None:
-        """The generation's table of the model's guesses, which the engine fills after every pass
-        (a tier that keeps a table of its own, across requests say, ignores it)."""
+    def update(self, step: StepOutcome) -> None:
+        """Learn from a step the engine just took: `step.tokens` were appended to the context (the
+        accepted drafts and the model's own token); `step.guesses`, the model's most likely next
+        tokens after every node it verified."""
 
     # The one hook for a tier's own work in the model's pass (`hdlib.tiers.rider`): a tier fed by a
     # Lookahead window sets it to the window (and begins it in `begin`); the engine then puts the
-    # rows in the passes where they pay and hands it the model's next tokens (`advance`). The
-    # n-grams land in the window's pool, which the tier reads.
+    # rows in the passes where they pay, and the window learns from the step like a tier (`update`).
+    # The n-grams land in the window's pool, which the tier reads.
     rider: PassRider | None = None
+
+
+class StepOutcome(Protocol):
+    """What a learner reads of a step (`hdlib.engine.trace.Step` is one): the tokens the step
+    appended to the context, and what the model said after every node it verified (None where no
+    one asked)."""
+
+    tokens: tuple[int, ...]
+    guesses: ModelGuesses | None
+
+
+def proposal(draft: Proposal | Sequence[int]) -> Proposal:
+    """A tier's draft as a `Proposal` (a plain token sequence is one that says nothing more).
+
+    >>> proposal((4, 2))
+    Proposal(tokens=(4, 2), key_length=0, source='', confidence=())
+    """
+    return draft if isinstance(draft, Proposal) else Proposal(tuple(int(t) for t in draft))
 
 
 def check_tokens(tier: DraftTier, tokens: Sequence[int], vocab_size: int) -> None:

@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from hdlib.errors import HDError
-from hdlib.tiers.base import Draft, DraftRow, DraftTier, Proposal, Tier
+from hdlib.tiers.base import Draft, DraftRow, DraftTier, Proposal, StepOutcome, Tier
 from hdlib.tiers.ngram import DraftSet, NGramIndex
 from hdlib.tiers.window import WINDOW_SOURCE, LookaheadWindow, WindowSettings
 
@@ -71,11 +71,14 @@ class ContextTier(DraftTier):
         s = self.settings
         self._tokens = []
         self._index = NGramIndex(s.max_key, s.min_key)
-        self.update(prompt)
+        self._extend(prompt)
         if self.window is not None:
             self.window.begin(prompt)
 
-    def update(self, accepted: Sequence[int]) -> None:
+    def update(self, step: StepOutcome) -> None:
+        self._extend(step.tokens)
+
+    def _extend(self, accepted: Sequence[int]) -> None:
         tokens = self._tokens
         start = len(tokens)
         tokens.extend(accepted)
@@ -85,9 +88,6 @@ class ContextTier(DraftTier):
         for end in range(start + 1, len(tokens) + 1):
             for m in range(lo, min(hi, end) + 1):
                 self._index.add(tokens[end - m : end], end)
-
-    def lookup(self, context: Sequence[int], budget: int) -> list[Draft]:
-        return [p.tokens for p in self.propose(context, budget)]
 
     def explain(self, context: Sequence[int], budget: int) -> list[DraftRow]:
         """The drafts after `context` from the text (read by a fresh tier: this one is left as it is),

@@ -26,6 +26,15 @@ class ModelGuesses:
 
 
 Guess = tuple[int, float]  # (next token, the model's probability of it)
+GUESSES = 8  # the model's most likely next tokens after every verified node that a step records (`Step.guesses`)
+
+
+def check_width(width: int) -> None:
+    """A table of the model's guesses keeps at most the GUESSES a step records."""
+    if not isinstance(width, int) or not 1 <= width <= GUESSES:
+        raise HDError(
+            f"the model's guesses: a table keeps 1 to {GUESSES} per token (a step records as many), got {width!r}"
+        )
 
 
 class Successors:
@@ -46,6 +55,12 @@ class Successors:
     def clear(self) -> None:
         self.table.clear()
 
+    def update(self, step: object) -> None:
+        """Learn what the model said in a step (`Step.guesses`; a step without them says nothing)."""
+        guesses = getattr(step, "guesses", None)
+        if guesses is not None:
+            self.observe(guesses)
+
     def observe(self, guesses: ModelGuesses) -> None:
         """Keep the pass's guesses after every token and token pair; newer ones replace older ones."""
         g, table, width = guesses, self.table, self.width
@@ -65,7 +80,13 @@ class Successors:
 
     def probability(self, token: int, after: int, before: int = -1) -> float:
         """The model's probability of `token` after (`before`, `after`) when it last saw them: 0 if it
-        was not among the `width` most likely, -1 if it never saw `after`."""
+        was not among the `width` most likely, -1 if it never saw `after`.
+
+        >>> table = Successors(width=2)
+        >>> table.observe(ModelGuesses(tokens=[5], previous=[-1], successors=[[8, 6]], probabilities=[[0.6, 0.3]]))
+        >>> table.probability(8, after=5), table.probability(7, after=5), table.probability(8, after=9)
+        (0.6, 0.0, -1.0)
+        """
         order, guesses = self.guesses(after, before)
         if order == 0:
             return -1.0

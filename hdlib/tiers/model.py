@@ -11,7 +11,7 @@ instead of paying for the shared token twice.
 
 This is the paper's model-dependent database: phrases of the model's own answers, built offline.
 What the model guessed in recent passes of the running request is another tier
-(`hdlib.tiers.recycling`, "recycled").
+(`hdlib.tiers.recycled`, "recycled").
 """
 
 from __future__ import annotations
@@ -96,9 +96,6 @@ class ModelTier(DraftTier):
             return cls(arrays["ngrams"], arrays["doc_freq"], settings, meta)
         except HDError as error:
             raise HDError(f"{path}: {error}: rebuild it with `hdlib build-db model`") from None
-
-    def lookup(self, context: Sequence[int], budget: int) -> list[Draft]:
-        return [p.tokens for p, _ in self._drafts(context, budget)]
 
     def propose(self, context: Sequence[int], budget: int) -> list[Proposal]:
         return [p for p, _ in self._drafts(context, budget)]

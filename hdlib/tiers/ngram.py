@@ -18,6 +18,14 @@ V = TypeVar("V")
 
 
 class NGramIndex(Generic[V]):
+    """Values by n-gram key, one table per key length from `min_key` to `max_key` tokens.
+
+    >>> index = NGramIndex(max_key=2)
+    >>> index.add([3, 4], "after 3 4"); index.add([4], "after 4")
+    >>> list(index.suffix_matches([9, 3, 4]))  # the longest suffix that is a key first
+    [(2, ['after 3 4']), (1, ['after 4'])]
+    """
+
     def __init__(self, max_key: int, min_key: int = 1) -> None:
         if not 1 <= min_key <= max_key:
             raise HDError(f"n-gram keys need 1 <= min_key <= max_key, got {min_key} and {max_key}")

@@ -1,6 +1,6 @@
 """The statistics tier: the most frequent continuations, in a large corpus, of the end of the context.
 
-A suffix array over the tokenized corpus (`hdlib.tiers.suffix`) finds the longest suffix of the context,
+A suffix array over the tokenized corpus (`hdlib.tiers.suffix_array`) finds the longest suffix of the context,
 up to `max_key` tokens, that the corpus holds, and reads what followed it there. Every distinct
 continuation prefix is a trie node counted by how many occurrences start with it; the `budget`
 most frequent nodes form the draft trie (a prefix is at least as frequent as its extensions, so
@@ -28,7 +28,7 @@ import numpy as np
 from hdlib.errors import HDError
 from hdlib.store import read_db
 from hdlib.tiers.base import Draft, DraftRow, DraftTier, Proposal, Tier
-from hdlib.tiers.suffix import Prefixes, SuffixIndex, build_suffix_array, count_prefixes, join_documents
+from hdlib.tiers.suffix_array import Prefixes, SuffixIndex, build_suffix_array, count_prefixes, join_documents
 
 
 @dataclass(frozen=True)
@@ -161,9 +161,6 @@ class StatisticsTier(DraftTier):
             raise HDError(f"{path} lacks the int32 arrays 'tokens' and 'suffixes': rebuild it")
         depth = meta.get("n")
         return cls(SuffixIndex(tokens, suffixes, int(depth) if depth is not None else None), settings, meta)
-
-    def lookup(self, context: Sequence[int], budget: int) -> list[Draft]:
-        return [d.tokens for d in self.search(context, budget).drafts]
 
     def propose(self, context: Sequence[int], budget: int) -> list[Proposal]:
         found = self.search(context, budget)

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from hdlib.errors import HDError
-from hdlib.tiers.rider import RiderRows
+from hdlib.tiers.rider import RiderOutcome, RiderRows
 
 Gram = tuple[int, ...]
 WINDOW_SOURCE = "window"  # the source of a draft that a window harvested (in a tier of several parts)
@@ -95,8 +95,9 @@ class LookaheadWindow:
     """One request's Jacobi window; the n-grams it harvests go into `pool`.
 
     `begin` seeds level 0 with tokens of the prompt (drawn with `seed`, so a run replays), `rows` is
-    its part of the next pass, `advance` takes the model's next token after each top-level token: a
-    `PassRider` (`hdlib.tiers.rider`), the engine's one hook for rows in a pass.
+    its part of the next pass, `advance` takes the model's next token after each top-level token (which
+    `update` reads from a step the window rode in): a `PassRider` (`hdlib.tiers.rider`), the engine's
+    one hook for rows in a pass.
     """
 
     source = WINDOW_SOURCE
@@ -133,6 +134,10 @@ class LookaheadWindow:
         tokens = [t for level in self.levels for t in level]
         offsets = [1 + i + level for level in range(len(self.levels)) for i in range(width)]
         return RiderRows(tokens, offsets, window_mask(width, len(self.levels)), width)
+
+    def update(self, step: RiderOutcome) -> None:
+        if step.window:
+            self.advance(step.window_next)
 
     def advance(self, next_tokens: Sequence[int]) -> list[Gram]:
         """The model's next token after each top-level token (W of them): fill a level, or harvest

@@ -7,7 +7,9 @@ viz.StepThrough(lm)                    # the whole step-through GUI
 """
 
 from hdlib.viz.cards import CardGame, card_page
+from hdlib.viz.contrasts import Contrast, contrast_table
 from hdlib.viz.cost import CostPoint, break_even, cost_figure, cost_points
+from hdlib.viz.figure_output import FigureOutput
 from hdlib.viz.game import Game, Outcome, Round
 from hdlib.viz.generation import (
     TierRate,
@@ -41,15 +43,10 @@ from hdlib.viz.mechanics import (
     showcase_step,
     step_buffers,
 )
-from hdlib.viz.paper import (
-    Contrast,
-    TaskRow,
+from hdlib.viz.paper_tasks import TaskRow, task_rows, task_speedup_figure, task_table
+from hdlib.viz.paper_temperature import (
     TemperaturePoint,
     committed_temperature_points,
-    contrast_table,
-    task_rows,
-    task_speedup_figure,
-    task_table,
     temperature_figure,
     temperature_note,
     temperature_points,
@@ -71,16 +68,10 @@ from hdlib.viz.sampling import (
     textbook_parts,
     trials_figure,
 )
+from hdlib.viz.step_mechanics import StepMechanics
+from hdlib.viz.step_settings import BUDGET_CHOICES, Settings, budget_options, prompt_choices
+from hdlib.viz.step_through import StepThrough
 from hdlib.viz.tree import draft_tree_figure, tree_layout
-from hdlib.viz.widgets import (
-    BUDGET_CHOICES,
-    FigureOutput,
-    Settings,
-    StepMechanics,
-    StepThrough,
-    budget_options,
-    prompt_choices,
-)
 
 __all__ = [
     "BUDGET_CHOICES",

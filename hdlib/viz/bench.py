@@ -12,17 +12,8 @@ from pathlib import Path
 
 import plotly.graph_objects as go
 
-from hdlib.bench import (
-    BenchResults,
-    Method,
-    MethodResult,
-    Metrics,
-    OrderComparison,
-    Results,
-    fairness_line,
-    split_budget,
-)
-from hdlib.bench.reports import cell, comparisons_table, design_line, questions_of
+from hdlib.bench import BenchResults, MethodResult, Metrics, OrderComparison, Results, fairness_line, split_budget
+from hdlib.bench.reports import comparisons_table, design_line, number, overall_rows, questions_of, tier_order
 from hdlib.databases.registry import find_tier, known_tiers
 from hdlib.store import write_text_atomic
 from hdlib.tiers import BONUS, DEFAULT_TIERS, Tier
@@ -45,12 +36,6 @@ def tier_of(name: str) -> Tier | None:
 def tier_color(name: str) -> str:
     tier = tier_of(name)
     return tier.color if tier is not None else UNKNOWN_TIER
-
-
-def _tier_names(names: set[str]) -> list[str]:
-    """Tier names in the registry's order, unknown ones after them, the bonus token last."""
-    order = [t.name for t in known_tiers() if t.name in names]
-    return order + sorted(names - {*order, BONUS.name}) + ([BONUS.name] if BONUS.name in names else [])
 
 
 def _layout(fig: go.Figure, title: str, yaxis: str) -> go.Figure:
@@ -123,7 +108,8 @@ def tier_share_figure(results: Results) -> go.Figure:
     names = list(methods)
     asked = {t for n in names for t in _asked(n)}  # a tier that never got a token accepted shows, empty
     fig = go.Figure()
-    for tier in _tier_names(asked | {t for m in methods.values() for t in m.overall.tier_share}):  # bottom to top
+    shown = asked | {t for m in methods.values() for t in m.overall.tier_share}
+    for tier in tier_order(shown, known_tiers()):  # bottom to top, in the registry's order
         y = [methods[n].overall.tier_share.get(tier, 0.0) for n in names]
         fig.add_bar(
             name=tier,
@@ -226,19 +212,16 @@ def report_figures(results: Results) -> dict[str, go.Figure]:
 def _metrics_table(results: Results) -> str:
     head = ["method", "speedup", "MAT", "tokens/s", "draft ms/step", "overhead", "identical to ar", "tier share"]
     rows = []
-    for name, m in _methods(results).items():
-        o = m.overall
-        shares = ", ".join(f"{t} {100 * s:.0f} %" for t, s in o.tier_share.items()) or "-"
-        timed = Method.parse(name).times_phases  # transformers' and vLLM's: not measured, not 0
+    for row in overall_rows(results):
         cells = [
-            name,
-            cell(o, "speedup", suffix="x"),
-            cell(o, "mat"),
-            cell(o, "tokens_per_s", ".1f"),
-            f"{o.draft_ms:.2f}" if timed else "-",
-            f"{100 * o.overhead_frac:.1f} %" if timed else "-",
-            f"{100 * o.identical_frac:.0f} %",
-            shares,
+            row.method,
+            number(row.speedup, suffix="x"),
+            number(row.mat),
+            number(row.tokens_per_s, ".1f"),
+            "-" if row.draft_ms is None else f"{row.draft_ms:.2f}",
+            "-" if row.overhead_frac is None else f"{100 * row.overhead_frac:.1f} %",
+            f"{100 * row.identical_frac:.0f} %",
+            row.shares,
         ]
         rows.append("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in cells) + "</tr>")
     header = "<tr>" + "".join(f"<th>{h}</th>" for h in head) + "</tr>"

@@ -21,7 +21,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from hdlib.databases.registry import lookup_latency  # noqa: F401  (re-exported: the figure's input)
-from hdlib.engine.drafter import Drafter
+from hdlib.engine.drafter import Drafter, ask_all
 from hdlib.engine.tree import DraftTree
 from hdlib.tiers.base import DraftTier, Tier
 from hdlib.viz.generation import TokenLabel, bracket_label
@@ -63,7 +63,7 @@ def drafter_tree(tiers: Sequence[DraftTier], context: Sequence[int], budget: int
     Tiers are begun with `context` (a context tier forgets what it held)."""
     drafter = Drafter(list(tiers))
     drafter.begin(list(context))
-    return drafter.draft(list(context), budget, max_depth=budget)[0]
+    return drafter.draft(list(context), max_depth=budget, gate=ask_all(budget))[0]
 
 
 def tier_drafts_table(rows: Sequence[TierDraft], label: TokenLabel | None = None) -> go.Figure:

@@ -29,7 +29,7 @@ The textbook first, as notebook 06 teaches it, exactly on a small vocabulary:
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import plotly.graph_objects as go
@@ -37,9 +37,9 @@ import torch
 from plotly.subplots import make_subplots
 
 from hdlib.bench.divergence import first_divergence, next_logits
-from hdlib.bench.paper import ChainTree
+from hdlib.bench.paper_drafter import ChainTree
 from hdlib.decoding import generate
-from hdlib.engine.sampling import Sampler, Warp, reject_step
+from hdlib.engine.sampling import RejectStep, Sampler, Warp, reject_step
 
 # The engine's rule, read beside the statistics below from one module (notebook 06 does)
 from hdlib.engine.sampling import gumbel_token as gumbel_token
@@ -134,7 +134,7 @@ def _grouped(fig: go.Figure, title: str, yaxis_title: str, height: int) -> go.Fi
 
 # One node, fixed probabilities, no model: the rule's trials, exactly ------------------------------
 
-Rule = Callable[[torch.Tensor, int], tuple[float, torch.Tensor]]
+Rule = RejectStep  # a rejection step: (residual, token) -> (acceptance, the residual after a rejection)
 
 
 def next_token_probs(lm: LoadedModel, context: Sequence[int], warp: Warp) -> torch.Tensor:
@@ -325,23 +325,13 @@ def sampler_outcomes(
     for token in candidates:
         tree.add([int(token)], BONUS, max_new=1, max_depth=1)
     base = _distribution(probs)
-    sampler = Sampler(Warp(temperature=1.0), seed=seed, rule=rule) if isinstance(rule, str) else _Ruled(rule, seed)
+    sampler = Sampler(Warp(temperature=1.0), seed=seed, rule=rule if isinstance(rule, str) else "rejection")
+    step = reject_step if isinstance(rule, str) else rule
     counts: Counter[int] = Counter()
     for i in range(n):
-        path, last = sampler.walk(tree, lambda node: base, i)
+        path, last = sampler.walk(tree, lambda node: base, i, step=step)
         counts[tree.tokens[path[1]] if len(path) > 1 else last] += 1
     return counts
-
-
-class _Ruled(Sampler):
-    """The rejection rule's sampler with another step at each candidate."""
-
-    def __init__(self, step: Rule, seed: int) -> None:
-        super().__init__(Warp(temperature=1.0), seed=seed, rule="rejection")
-        self._step = step
-
-    def reject_step(self, residual: torch.Tensor, token: int) -> tuple[float, torch.Tensor]:
-        return self._step(residual, token)
 
 
 @dataclass(frozen=True)

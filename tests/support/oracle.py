@@ -11,7 +11,11 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 
+from hypothesis import strategies as st
+
 from hdlib.tiers.base import Draft, DraftTier, Tier
+
+from .tiny import VOCAB
 
 
 class OracleTier(DraftTier):
@@ -21,7 +25,7 @@ class OracleTier(DraftTier):
         self.rng = random.Random(seed)
         self.tier = tier
 
-    def lookup(self, context: Sequence[int], budget: int) -> list[Draft]:
+    def propose(self, context: Sequence[int], budget: int) -> list[Draft]:
         rng = self.rng
         n = len(context)
         drafts: list[Draft] = []
@@ -36,3 +40,22 @@ class OracleTier(DraftTier):
             if budget <= 0:
                 break
         return drafts
+
+
+class TruthTier(OracleTier):
+    """Drafts the next 8 tokens of the plain answer, uncorrupted."""
+
+    def __init__(self, truth: list[int]) -> None:
+        super().__init__(truth, VOCAB, tier=Tier.CONTEXT)
+
+    def propose(self, context, budget):
+        return [tuple(self.truth[len(context) : len(context) + min(8, budget)])]
+
+
+# Prompts that repeat themselves (a unit, repeated, and a tail): the context tier finds drafts in them.
+prompts = st.builds(
+    lambda unit, reps, tail: tuple(unit * reps + tail),
+    st.lists(st.integers(3, VOCAB - 1), min_size=1, max_size=10),
+    st.integers(1, 4),
+    st.lists(st.integers(3, VOCAB - 1), max_size=4),
+)

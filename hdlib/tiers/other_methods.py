@@ -15,8 +15,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from hdlib.errors import HDError
-from hdlib.tiers.base import Draft, DraftTier, ModelGuesses, Proposal, Tier
-from hdlib.tiers.guesses import Successors
+from hdlib.tiers.base import Draft, DraftTier, Proposal, StepOutcome, Tier
+from hdlib.tiers.guesses import Successors, check_width
 from hdlib.tiers.statistics import StatisticsSettings, StatisticsTier
 from hdlib.tiers.window import WINDOW_SOURCE, LookaheadWindow, WindowSettings
 
@@ -75,19 +75,15 @@ class TokenRecyclingTier(DraftTier):
         self.template = tree_template(RECYCLING_BRANCHES if branches is None else branches)
         if any(rank >= width for path in self.template for rank in path):
             raise HDError(f"token recycling: the static tree asks for successor ranks beyond the width {width}")
-        # Its own table, not the one the engine keeps for the generation (`use_guesses`): that one
-        # starts empty with each request, and Token Recycling keeps its table across requests.
+        # Unlike the recycled tier's (`hdlib.tiers.recycled`), its table is kept across requests.
+        check_width(width)
         self.table = Successors(width)
-        self.successors_wanted = width
 
     def clear(self) -> None:
         self.table.clear()
 
-    def observe_model(self, guesses: ModelGuesses) -> None:
-        self.table.observe(guesses)
-
-    def lookup(self, context: Sequence[int], budget: int) -> list[Draft]:
-        return [p.tokens for p in self.propose(context, budget)]
+    def update(self, step: StepOutcome) -> None:
+        self.table.update(step)
 
     def propose(self, context: Sequence[int], budget: int) -> list[Proposal]:
         """One proposal per node of the static tree the table can fill, breadth first, at most
@@ -172,12 +168,9 @@ class SuffixDecodingTier(DraftTier):
         self._active = self._requests
         self.cache.start_request(self._active, [int(t) for t in prompt])
 
-    def update(self, accepted: Sequence[int]) -> None:
+    def update(self, step: StepOutcome) -> None:
         if self._active is not None:
-            self.cache.add_active_response(self._active, [int(t) for t in accepted])
-
-    def lookup(self, context: Sequence[int], budget: int) -> list[Draft]:
-        return [p.tokens for p in self.propose(context, budget)]
+            self.cache.add_active_response(self._active, [int(t) for t in step.tokens])
 
     def propose(self, context: Sequence[int], budget: int) -> list[Proposal]:
         """One proposal per node of the speculated tree (parents come first in it): the node's path
@@ -211,9 +204,6 @@ class LookaheadTier(DraftTier):
 
     def begin(self, prompt: Sequence[int]) -> None:
         self.window.begin(prompt)
-
-    def lookup(self, context: Sequence[int], budget: int) -> list[Draft]:
-        return [p.tokens for p in self.propose(context, budget)]
 
     def propose(self, context: Sequence[int], budget: int) -> list[Proposal]:
         grams = self.window.pool.get(context[-1])[: self.settings.guesses]

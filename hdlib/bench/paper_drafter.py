@@ -30,12 +30,12 @@ from dataclasses import dataclass, field
 
 from hdlib.databases.modeldb import default_model_db_path
 from hdlib.databases.registry import load_tier, opened
-from hdlib.engine.drafter import Ask, Drafter
+from hdlib.engine.drafter import Drafter, Gate
 from hdlib.engine.trace import TierLookup
 from hdlib.engine.tree import DraftTree
 from hdlib.models.loading import LoadedModel
 from hdlib.tiers import DraftTier, ModelSettings, ModelTier, StatisticsSettings, StatisticsTier, Tier
-from hdlib.tiers.base import Draft, check_tokens
+from hdlib.tiers.base import Draft, Proposal, StepOutcome, check_tokens, proposal
 from hdlib.tiers.window import LookaheadWindow, NGramPool, WindowSettings
 
 
@@ -76,9 +76,9 @@ class PaperContextTier(DraftTier):
         for end in range(len(self.text)):
             self._add(end)
 
-    def update(self, accepted: Sequence[int]) -> None:
+    def update(self, step: StepOutcome) -> None:
         start = len(self.text)
-        self.text += [int(t) for t in accepted]
+        self.text += [int(t) for t in step.tokens]
         # Their off-by-one: the n-gram ending at the newest token is left out, and the next step
         # adds only n-grams ending at its own new tokens.
         last = len(self.text) if self.settings.mend else len(self.text) - 1
@@ -91,7 +91,7 @@ class PaperContextTier(DraftTier):
         if end + 1 >= n:
             self.store.add(self.text[end + 1 - n : end + 1])
 
-    def lookup(self, context: Sequence[int], budget: int) -> list[Draft]:
+    def propose(self, context: Sequence[int], budget: int) -> list[Draft]:
         return self.store.get(context[-1])[: max(budget // self.settings.draft_len, 0)]
 
 
@@ -104,14 +104,30 @@ class ChainTree(DraftTree):
 
     _twins: dict[int, list[int]] = field(default_factory=dict, repr=False)
 
-    def _shared(self, node: int, token: int) -> int | None:
-        return None  # a chain shares no prefix with the chains before it
+    def add(self, draft: Proposal | Sequence[int], tier: Tier, max_new: int = 1 << 30, max_depth: int = 1 << 30) -> int:
+        """Lay a draft as a chain of its own from the root (it shares no prefix with the chains before
+        it); return how many nodes it made (at most `max_new`, none deeper than `max_depth`)."""
+        p = proposal(draft)
+        node = 0
+        for token in p.tokens[: min(max_depth, max_new)]:
+            child = self.add_node(node, token, tier, p.key_length, p.source)
+            if self.child(node, token) != child:
+                self._twins.setdefault(node, []).append(child)
+            node = child
+        return min(len(p.tokens), max_depth, max_new)
 
-    def _link(self, parent: int, token: int, child: int) -> None:
-        if token in self._children[parent]:
-            self._twins.setdefault(parent, []).append(child)
-        else:
-            super()._link(parent, token, child)
+    def subtree(self, keep: Sequence[int]) -> ChainTree:
+        """The chains through the nodes `keep` (closed under ancestors), twins kept apart."""
+        kept = sorted(set(keep) | {0})
+        new = {old: i for i, old in enumerate(kept)}
+        tree = ChainTree(root=self.root)
+        for old in kept[1:]:
+            parent, token = new[self.parents[old]], self.tokens[old]
+            tier, key, source = self.tiers[old], self.key_lengths[old], self.sources[old]
+            child = tree.add_node(parent, token, tier, key, source, self.confidences[old], self.proposers[old])
+            if tree.child(parent, token) != child:
+                tree._twins.setdefault(parent, []).append(child)
+        return tree
 
     @property
     def has_twins(self) -> bool:
@@ -158,18 +174,15 @@ class PaperDrafter(Drafter):
         self.settings = settings or PaperSettings()
 
     def draft(
-        self,
-        context: Sequence[int],
-        budget: int,
-        max_depth: int,
-        per_tier: bool = False,
-        vocab_size: int | None = None,
-        ask: Ask | None = None,
-    ) -> tuple[DraftTree, tuple[TierLookup, ...]]:
-        """As `Drafter.draft`, the authors' way: `choose`'s drafts laid out in order (`per_tier` and
-        `ask` aside: their tiers share one count of drafts, asked until it is reached)."""
+        self, context: Sequence[int], max_depth: int, gate: Gate, vocab_size: int | None = None
+    ) -> tuple[DraftTree, tuple[TierLookup, ...], int]:
+        """As `Drafter.draft`, the authors' way: `choose`'s drafts laid out in order (the gate asked
+        once, for the budget: their tiers share one count of drafts, asked until it is reached)."""
         s = self.settings
         tree = DraftTree(root=context[-1]) if s.trie else ChainTree(root=context[-1])
+        budget = gate(self.tiers[0], tree, context, ())
+        if budget <= 0:
+            return tree, (), budget
         left = min(budget, s.budget)
         chosen, seconds = self.choose(context)
         added: dict[Tier, int] = dict.fromkeys(seconds, 0)
@@ -181,7 +194,7 @@ class PaperDrafter(Drafter):
             left, added[tier.tier] = left - new, added[tier.tier] + new
             if vocab_size is not None:
                 check_tokens(tier, tree.tokens[before:], vocab_size)
-        return tree, tuple(TierLookup(tier, seconds[tier], added[tier]) for tier in seconds)
+        return tree, tuple(TierLookup(tier, seconds[tier], added[tier]) for tier in seconds), budget
 
     def choose(self, context: Sequence[int]) -> tuple[list[tuple[DraftTier, Draft]], dict[Tier, float]]:
         """The step's drafts in the order they are laid out, each with its tier; and the seconds of
@@ -210,6 +223,7 @@ class PaperDrafter(Drafter):
 # statistics; continuations of 4 tokens.
 PAPER_MODEL = ModelSettings(max_key=1, min_key=1, per_key=PaperSettings().per_key)
 PAPER_STATISTICS = StatisticsSettings(max_key=2, min_key=1, draft_len=PaperSettings().draft_len, fill=False)
+
 
 def paper_drafter(lm: LoadedModel, settings: PaperSettings | None = None) -> PaperDrafter:
     """The paper's drafter for `lm`: a new context store, and `lm`'s model database (none where it was

@@ -1,4 +1,4 @@
-"""The paper's HD as its authors ran it (hdlib.bench.paper): their context store, their choice of drafts with
+"""The paper's HD as its authors ran it (hdlib.bench.paper_drafter): their context store, their choice of drafts with
 its defects and the switch that mends them, drafts side by side as chains (the longest accepted
 kept), lossless on a tiny Llama; and `hd-paper` as a bench method on the packaged model."""
 
@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import functools
 
-import numpy as np
 import pytest
-from tiny import tiny_llama
+from support.outcome import appended
+from support.paper import model_tier
+from support.tiny import tiny_llama
 
 from hdlib.bench import Method, parse_methods
-from hdlib.bench.paper import (
-    PAPER_MODEL,
+from hdlib.bench.paper_drafter import (
     PAPER_STATISTICS,
     ChainTree,
     PaperContextTier,
@@ -23,7 +23,7 @@ from hdlib.engine.budget import FixedBudget
 from hdlib.engine.loop import DecodeSettings, run
 from hdlib.engine.tree import DraftTree
 from hdlib.errors import HDError
-from hdlib.tiers import ModelTier, StatisticsTier, Tier
+from hdlib.tiers import StatisticsTier, Tier
 
 C, M, S = Tier.CONTEXT, Tier.MODEL, Tier.STATISTICS
 
@@ -41,18 +41,13 @@ def test_the_context_store_keeps_seven_continuations_per_token_most_recent_first
 def test_the_ngram_ending_at_the_newest_token_is_left_out_unless_mended(mend):
     store = PaperContextTier(PaperSettings(mend=mend))
     store.begin([5, 1, 2, 3])
-    store.update([4, 6])  # n-grams ending at 4 (5 1 2 3 4) and at 6 (1 2 3 4 6)
+    store.update(appended([4, 6]))  # n-grams ending at 4 (5 1 2 3 4) and at 6 (1 2 3 4 6)
     assert store.lookup([5], 28) == [(1, 2, 3, 4)]
     assert store.lookup([1], 28) == ([(2, 3, 4, 6)] if mend else [])  # their off-by-one
-    store.update([7, 8])  # the next step adds only n-grams ending at its own tokens
+    store.update(appended([7, 8]))  # the next step adds only n-grams ending at its own tokens
     assert store.lookup([2], 28) == [(3, 4, 6, 7)]
     assert store.lookup([1], 28) == ([(2, 3, 4, 6)] if mend else [])  # never added
     assert store.lookup([3], 28) == ([(4, 6, 7, 8)] if mend else [])
-
-
-def model_tier(*ngrams_and_counts: tuple[tuple[int, ...], int]) -> ModelTier:
-    ngrams = np.array([n for n, _ in ngrams_and_counts])
-    return ModelTier(ngrams, np.array([c for _, c in ngrams_and_counts]), PAPER_MODEL)
 
 
 def drafter(settings: PaperSettings, context_prompt: list[int]) -> PaperDrafter:

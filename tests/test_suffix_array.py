@@ -1,4 +1,4 @@
-"""The suffix array the statistics tier searches (hdlib.tiers.suffix): sorted as `sorted` sorts, every
+"""The suffix array the statistics tier searches (hdlib.tiers.suffix_array): sorted as `sorted` sorts, every
 occurrence of a key found, prefixes counted."""
 
 from __future__ import annotations
@@ -9,33 +9,15 @@ import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from support.documents import documents
 
 from hdlib.errors import HDError
-from hdlib.tiers.suffix import SEPARATOR, SuffixIndex, build_suffix_array, count_prefixes, join_documents
-
-documents = st.lists(st.lists(st.integers(0, 3), max_size=12), min_size=1, max_size=5)
-
-
-def occurrences(docs: list[list[int]], key: tuple[int, ...]) -> list[tuple[int, int]]:
-    """(document, position after the key) of every occurrence of `key`, by scanning."""
-    m = len(key)
-    return [(d, p + m) for d, doc in enumerate(docs) for p in range(len(doc) - m + 1) if tuple(doc[p : p + m]) == key]
+from hdlib.tiers.suffix_array import SEPARATOR, SuffixIndex, build_suffix_array, count_prefixes, join_documents
 
 
 def sort_key(tokens: np.ndarray, i: int, depth: int | None) -> list[int]:
     tail = [t if t >= 0 else 1 << 40 for t in tokens[i:].tolist()]  # a separator sorts after tokens
     return tail if depth is None else tail[:depth]
-
-
-def split_documents(tokens: np.ndarray) -> list[list[int]]:
-    docs, doc = [], []
-    for t in tokens.tolist():
-        if t == SEPARATOR:
-            docs.append(doc)
-            doc = []
-        else:
-            doc.append(t)
-    return docs
 
 
 # Suffix array ----------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""The field's drafters as tiers (hdlib.tiers.peers): Token Recycling's static tree, REST's search and
+"""The field's drafters as tiers (hdlib.tiers.other_methods): Token Recycling's static tree, REST's search and
 SuffixDecoding's trees (its authors' engine), each lossless under hdlib's engine, and each a bench method."""
 
 from __future__ import annotations
@@ -7,8 +7,9 @@ import functools
 from collections import Counter
 
 import pytest
-from arctic import needs_arctic_inference
-from tiny import VOCAB, tiny_llama
+from support.arctic import needs_arctic_inference
+from support.outcome import appended
+from support.tiny import VOCAB, tiny_llama
 
 from hdlib.bench import parse_methods
 from hdlib.databases.registry import find_tier, make_tier
@@ -17,8 +18,8 @@ from hdlib.engine.drafter import Drafter
 from hdlib.engine.loop import DecodeSettings, run
 from hdlib.engine.tree import DraftTree
 from hdlib.errors import HDError
-from hdlib.tiers import BONUS, ContextTier, ModelGuesses, RecycledTier, StatisticsTier, Successors
-from hdlib.tiers.peers import (
+from hdlib.tiers import BONUS, ContextTier, ModelGuesses, RecycledTier, StatisticsTier
+from hdlib.tiers.other_methods import (
     RECYCLING,
     RECYCLING_BRANCHES,
     REST,
@@ -54,7 +55,7 @@ def guesses(table: dict[int, list[int]]) -> ModelGuesses:
 
 def test_recycling_fills_the_static_tree_from_the_newest_token():
     tier = TokenRecyclingTier({"": 3, "0": 2, "1": 1})  # (0) (1) (2), (0 0) (0 1), (1 0)
-    tier.observe_model(guesses({5: [10, 11, 12], 10: [20, 21, 22], 11: [30], 12: [40]}))
+    tier.update(appended(guesses=guesses({5: [10, 11, 12], 10: [20, 21, 22], 11: [30], 12: [40]})))
     found = tier.propose([1, 2, 5], budget=16)
     assert [p.tokens for p in found] == [(10,), (11,), (12,), (10, 20), (10, 21), (11, 30)]
     assert found[3].confidence == (0.5, 0.5) and found[5].confidence == (0.25, 0.5) and found[0].source == "recycling"
@@ -64,18 +65,16 @@ def test_recycling_fills_the_static_tree_from_the_newest_token():
         assert tree.add(p.tokens, RECYCLING, 16, 8) == 1  # each proposal is one new node of the trie
     # A token the model has not been seen to continue drafts nothing; a rank the table lacks, no subtree.
     assert tier.propose([7], budget=16) == []
-    tier.observe_model(guesses({5: [10]}))
+    tier.update(appended(guesses=guesses({5: [10]})))
     assert [p.tokens for p in tier.propose([5], budget=16)] == [(10,), (10, 20), (10, 21)]
 
 
 def test_the_recycling_table_outlives_a_request_until_cleared():
-    tier = TokenRecyclingTier()
-    generation = Successors(tier.successors_wanted)  # the engine's table for one generation: not T's
-    for each in (RecycledTier(), tier):
-        each.use_guesses(generation)
-    tier.observe_model(guesses({5: [10]}))
-    assert tier.table is not generation and generation.table == {}
-    tier.begin([1, 2, 3])  # a new request: the authors' matrix is kept (a hot start)
+    tier, recycled = TokenRecyclingTier(), RecycledTier()
+    for each in (recycled, tier):
+        each.update(appended(guesses=guesses({5: [10]})))
+        each.begin([1, 2, 3])  # a new request: the authors' matrix is kept (a hot start), hdlib's not
+    assert recycled.table.table == {}
     assert [p.tokens for p in tier.propose([5], 80)] == [(10,)]
     tier.clear()
     assert tier.propose([5], 80) == []
@@ -140,7 +139,7 @@ def test_suffix_drafts_from_the_request_and_from_earlier_answers():
     for p in found:
         assert tree.add(p.tokens, SUFFIX, 16, 24) == 1  # each proposal is one new node, parents first
     assert tier.propose([1, 2, 3, 4, 5, 6, 1, 2, 3], budget=2) == found[:2]
-    tier.update([40, 41, 42, 43, 44])  # the answer
+    tier.update(appended([40, 41, 42, 43, 44]))  # the answer
     tier.begin([7, 8])  # the next request: the earlier answer is in the global tree
     assert tier.propose([7, 8, 40, 41], budget=8)[0].tokens == (42,)
     assert SuffixDecodingTier().propose([7, 8, 40, 41], budget=8) == []  # a tier of its own knows nothing

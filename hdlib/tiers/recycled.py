@@ -7,7 +7,7 @@ likely next tokens (and their probabilities) the last time it saw them (`hdlib.t
 one table per generation that it hands to this tier. Drafting walks the table from the newest
 token, best-first by the product of those probabilities, into a small tree; each drafted token
 carries its probability as the tier's confidence. Luo et al. (Token Recycling, 2024) draft from
-such a table too, with a static tree and a table kept across requests (`hdlib.tiers.peers`); here
+such a table too, with a static tree and a table kept across requests (`hdlib.tiers.other_methods`); here
 the table starts empty with each request, and the value-ranked tree learns how far each rank and
 depth can be trusted.
 
@@ -20,8 +20,8 @@ from __future__ import annotations
 import heapq
 from collections.abc import Sequence
 
-from hdlib.tiers.base import Draft, DraftTier, Proposal, Tier, token_before_newest
-from hdlib.tiers.guesses import Successors
+from hdlib.tiers.base import DraftTier, Proposal, StepOutcome, Tier, token_before_newest
+from hdlib.tiers.guesses import Successors, check_width
 
 WIDTH = 8  # the model's most likely next tokens kept per token (Token Recycling keeps 8 too)
 
@@ -30,22 +30,22 @@ class RecycledTier(DraftTier):
     """Drafts the model's own recent guesses: paths from the newest token through the table of what
     the model predicted after each token (and token pair), best-first.
 
-    The decoding loop hands it the generation's table (`use_guesses`); until then, or outside a
-    generation, it has a table of its own that nothing fills.
+    Its table starts empty with each request (`begin`) and learns what the model said in every step
+    (`update`).
     """
 
     tier = Tier.RECYCLED
 
     def __init__(self, width: int = WIDTH, max_depth: int = 8) -> None:
+        check_width(width)
         self.table = Successors(width)
-        self.successors_wanted = width
         self.max_depth = max_depth
 
-    def use_guesses(self, table: Successors) -> None:
-        self.table = table
+    def begin(self, prompt: Sequence[int]) -> None:
+        self.table.clear()
 
-    def lookup(self, context: Sequence[int], budget: int) -> list[Draft]:
-        return [p.tokens for p in self.propose(context, budget)]
+    def update(self, step: StepOutcome) -> None:
+        self.table.update(step)
 
     def propose(self, context: Sequence[int], budget: int) -> list[Proposal]:
         return best_paths(self.table, context, budget, self.max_depth)

@@ -1,10 +1,9 @@
-"""Widgets over the figures: a generation replayed step by step, and the machinery of one step.
+"""The step-through: one generation replayed step by step, with the settings that made it as widgets.
 
-The logic is in small plain classes (`Settings`, `TraceCache`) that tests drive without a browser;
-the GUI classes only wire widgets to them with `observe`. Each figure is a `FigureOutput`: an
-ipywidgets `Output` whose one output is the figure, drawn by JupyterLab's own plotly renderer and
-replaced whole when it changes. Nothing is generated twice: moving the step slider only redraws, and
-returning to earlier settings is a dictionary lookup.
+The logic is in small plain classes (`Settings`, `TraceCache`: `hdlib.viz.step_settings`) that tests
+drive without a browser; `StepThrough` only wires widgets to them with `observe`. Each figure is a
+`FigureOutput` (`hdlib.viz.figure_output`), replaced whole when it changes. Nothing is generated
+twice: moving the step slider only redraws, and returning to earlier settings is a dictionary lookup.
 
     view = StepThrough(lm)                       # in a notebook cell: the whole GUI
     view.tier_boxes[Tier.MODEL].value = False    # what a click does; the figures follow
@@ -16,28 +15,20 @@ returning to earlier settings is a dictionary lookup.
 from __future__ import annotations
 
 import html
-import json
-import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from itertools import permutations
-from pathlib import Path
 
 import ipywidgets as widgets
-import plotly.graph_objects as go
-import plotly.io as pio
 
-from hdlib import presentation
-from hdlib.bench.specbench import load_questions
 from hdlib.databases.registry import make_tier, parse_tiers
 from hdlib.decoding import PriorChoice, generate
 from hdlib.engine.budget import FIXED_BUDGET
 from hdlib.engine.trace import Generation
 from hdlib.errors import HDError
 from hdlib.models.loading import LoadedModel
-from hdlib.paths import data_dir
 from hdlib.tiers import DEFAULT_TIERS, DraftTier, Tier
+from hdlib.viz.figure_output import FigureOutput
 from hdlib.viz.game import Game, tier_options
 from hdlib.viz.generation import (
     TokenLabel,
@@ -46,112 +37,17 @@ from hdlib.viz.generation import (
     token_figure,
     token_labeller,
 )
-from hdlib.viz.mechanics import attention_mask_figure, cache_compaction_figure, position_ids_figure
+from hdlib.viz.step_settings import (
+    AUTO,
+    GenerateFn,
+    Settings,
+    TierFactory,
+    TraceCache,
+    budget_options,
+    prompt_choices,
+    summary_html,
+)
 from hdlib.viz.tree import draft_tree_figure
-
-
-@dataclass(frozen=True)
-class Settings:
-    """Everything a generation of the step-through depends on: the key of its cache."""
-
-    prompt: str
-    tiers: tuple[Tier, ...] = DEFAULT_TIERS  # the enabled tiers, in the order they are asked
-    temperature: float = 0.0
-    seed: int | None = None  # sampling only
-    max_new_tokens: int = 64
-    budget: int | None = FIXED_BUDGET  # draft tokens per step; None: the value-ranked tree sizes each step
-
-    def __post_init__(self) -> None:
-        if not self.prompt.strip():
-            raise HDError("the prompt is empty: choose one or type one")
-        if self.budget is not None and self.budget < 1:
-            raise HDError(f"the budget is {self.budget}: a positive number of draft tokens, or None (auto)")
-        object.__setattr__(self, "tiers", tuple(self.tiers))
-        if self.temperature == 0:  # greedy ignores the seed: one cache entry for every seed
-            object.__setattr__(self, "seed", None)
-
-
-GenerateFn = Callable[[Settings], Generation]
-TierFactory = Callable[[Tier], DraftTier]
-
-
-class TraceCache:
-    """Generations by settings, each made once by `generate`; `calls` counts the ones made."""
-
-    def __init__(self, generate: GenerateFn) -> None:
-        self.generate = generate
-        self.traces: dict[Settings, Generation] = {}
-        self.calls = 0
-        self.last_s = 0.0  # seconds the last new generation took
-
-    def __contains__(self, settings: Settings) -> bool:
-        return settings in self.traces
-
-    def get(self, settings: Settings) -> Generation:
-        if settings not in self.traces:
-            self.calls += 1
-            start = time.perf_counter()
-            self.traces[settings] = self.generate(settings)
-            self.last_s = time.perf_counter() - start
-        return self.traces[settings]
-
-
-def prompt_choices(path: str | Path | None = None) -> dict[str, str]:
-    """Label -> prompt text for the project's prompt set (default data/prompts/prompts.jsonl)."""
-    if path is None:
-        path = data_dir() / "prompts" / "prompts.jsonl"
-    choices = {}
-    for q in load_questions(path):
-        text = q.turns[0]
-        short = text if len(text) <= 50 else text[:49] + "\u2026"
-        choices[f"{q.question_id} {q.category}: {short}"] = text
-    return choices
-
-
-def summary_html(gen: Generation, note: str = "") -> str:
-    """One line: tokens, steps, MAT, tokens per tier in their colours, why it stopped."""
-    sampled = f", temperature {gen.temperature}, seed {gen.seed}" if gen.temperature > 0 else ""
-    return (
-        f"<b>{presentation.headline(len(gen.tokens), len(gen.steps), gen.mat)}</b>{sampled}; "
-        f"{html.escape(gen.stop_message)}<br>{presentation.legend_html(gen.legend(), counts=True)}"
-        f"{'<br>' + note if note else ''}"
-    )
-
-
-BUDGET_CHOICES = (4, 16, 64)  # tight, the notebooks' fixed budget, ample; and "auto" (None)
-AUTO = "auto"
-
-
-def budget_options(budget: int | None) -> list[str]:
-    """The budget control's choices: BUDGET_CHOICES (with `budget` among them), then "auto"."""
-    sizes = sorted({*BUDGET_CHOICES, *([budget] if budget is not None else [])})
-    return [*map(str, sizes), AUTO]
-
-
-PLOTLY_MIME = "application/vnd.plotly.v1+json"  # what JupyterLab's plotly renderer draws
-
-
-class FigureOutput:
-    """A plotly figure among widgets: `show(fig)` replaces it whole, `figure` is the one on show.
-
-    Not a `FigureWidget`. Since plotly 6 that is an anywidget carrying plotly's 5 MB bundle, loaded
-    anew for every figure; after a page reload anywidget gives each figure 2 s to load it, and on a
-    slow machine the widgets came back empty ("[anywidget] Failed to initialize model", "widget model
-    not found"). Here the figure is an Output widget's one output, of plotly's own mime type: the
-    renderer JupyterLab already has draws it, a reloaded page draws it again from the widget's state,
-    and an update is one message with nothing left of the figure before it. (That renderer keeps a
-    PNG of each plot it drew: a second view of the widget shows the picture until the mouse comes
-    over it, then the plot.)"""
-
-    def __init__(self) -> None:
-        self.widget = widgets.Output()
-        self.figure = go.Figure()
-
-    def show(self, fig: go.Figure) -> None:
-        self.figure = fig
-        bundle = {PLOTLY_MIME: {**json.loads(pio.to_json(fig, validate=False)), "config": {"displaylogo": False}}}
-        bundle["text/plain"] = f"<plotly figure: {fig.layout.title.text or 'untitled'}>"
-        self.widget.outputs = ({"output_type": "display_data", "data": bundle, "metadata": {}},)
 
 
 class StepThrough:
@@ -455,35 +351,6 @@ class StepThrough:
             if not change["new"]:
                 self.status.value = summary_html(self._gen, "the game is over") if self._gen is not None else ""
             self._draw_step()
-
-    def _repr_mimebundle_(self, **kwargs):
-        return self.widget._repr_mimebundle_(**kwargs)
-
-
-class StepMechanics:
-    """The tree attention mask, position ids and cache compaction of one step of `gen`, with a
-    step slider (starting at the step with the most drafts)."""
-
-    def __init__(self, gen: Generation, label: TokenLabel | None = None, past_shown: int = 4) -> None:
-        if not gen.steps:
-            raise HDError("the generation has no steps")
-        self.gen, self.label, self.past_shown = gen, label, past_shown
-        biggest = max(range(len(gen.steps)), key=lambda i: gen.steps[i].tree.n_drafted)
-        self.step = widgets.IntSlider(
-            value=biggest, min=0, max=len(gen.steps) - 1, description="step", continuous_update=False
-        )
-        self.tree_fig, self.mask_fig, self.positions_fig, self.cache_fig = (FigureOutput() for _ in range(4))
-        self.step.observe(lambda change: self.refresh(), names="value")
-        figures = [self.tree_fig, self.mask_fig, self.positions_fig, self.cache_fig]
-        self.widget = widgets.VBox([self.step, *(f.widget for f in figures)])
-        self.refresh()
-
-    def refresh(self) -> None:
-        step = self.gen.steps[self.step.value]
-        self.tree_fig.show(draft_tree_figure(step, self.label))
-        self.mask_fig.show(attention_mask_figure(step, past_shown=self.past_shown, label=self.label))
-        self.positions_fig.show(position_ids_figure(step, label=self.label))
-        self.cache_fig.show(cache_compaction_figure(step, self.past_shown, self.label))
 
     def _repr_mimebundle_(self, **kwargs):
         return self.widget._repr_mimebundle_(**kwargs)

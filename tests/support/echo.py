@@ -1,6 +1,7 @@
 """A tier written in a test, in under 15 lines, as a user writes one: as first-class as hdlib's own. It
 drafts, is shown in its own colour in StepThrough, tier_drafts and the CLI summary, and is a letter in
-bench orders once registered (test_decoding, test_viz, test_registry, test_cli, test_bench)."""
+bench orders once registered (test_decoding, test_viz_lookup, test_viz_step_through, test_registry, test_cli,
+test_bench)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ class Echo(DraftTier):
 
     tier = Tier("echo", "X", "#332288")
 
-    def lookup(self, context, budget):
+    def propose(self, context, budget):
         return [tuple(context[-1:]) * 4, tuple(context[-3:])]
 
 

@@ -1,4 +1,4 @@
-"""Plain greedy decoding on the tiny models (tests/tiny.py), one model of each kind built once: the
+"""Plain greedy decoding on the tiny models (tests/support/tiny.py), one model of each kind built once: the
 answers the engine's refusals and repairs are checked against (test_drafter, test_verifier,
 test_tiers, test_registry)."""
 
@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import functools
 
-from tiny import tiny_gemma3, tiny_llama
-
 from hdlib.engine.loop import DecodeSettings, run
+
+from .tiny import tiny_gemma3, tiny_llama
 
 MODELS = {"llama": tiny_llama, "gemma3": tiny_gemma3}
 PROMPT = (5, 6, 7, 8, 9) * 3
