@@ -590,3 +590,28 @@ def test_what_docs_serving_says_of_todays_host_cost_holds():
         f"[{ratio['low']:.2f}, {ratio['high']:.2f}], and a 32k-token request indexed in {data['index_32k_ms']:.1f} ms"
     ) in doc
     assert ratio["high"] < 2
+
+
+def test_what_the_doc_says_of_the_engine_before_and_after_its_contracts_changed_holds():
+    """docs/benchmarks.md: the engine after the change answers as the one before, step for step at the
+    fixed budget; its tokens per second are within what the harness shows between identical engines
+    at the auto budget; its own time per step at the auto budget as said; the numbers as committed."""
+    runs = {
+        name: json.loads((RESULTS / "xeon-amx" / f"step_overhead_contracts_{name}.json").read_text())
+        for name in ("fixed16", "auto", "same")
+    }
+    for run in runs.values():
+        assert run["identical_answers"] == run["questions"] == 12 and run["settings"]["max_new_tokens"] == 256
+    assert runs["fixed16"]["identical_steps"] == 12 and runs["fixed16"]["settings"]["budget"] == 16
+    ratio = {name: run["tokens_per_s_ratio_this_over_base"] for name, run in runs.items()}
+    assert ratio["same"]["low"] > 1 and ratio["auto"]["high"] <= ratio["same"]["high"]  # the harness's own spread
+    assert ratio["fixed16"]["low"] >= 1  # not slower
+    doc = " ".join(DOC.read_text(encoding="utf-8").split())
+    same = ratio["same"]
+    harness = f"{100 * (same['value'] - 1):.0f} % [{100 * (same['low'] - 1):.0f} %, {100 * (same['high'] - 1):.0f} %]"
+    assert f"the harness itself puts the second worker ahead by {harness}" in doc
+    assert f"at the auto budget ({say(ratio['auto'])})" in doc and f"fixed budget ({say(ratio['fixed16'])})" in doc
+    auto = runs["auto"]["results"]
+    own = auto["this"]["overhead_ms_per_step"] / auto["base"]["overhead_ms_per_step"]
+    said = f"{100 * (own - 1):.0f} % more ({auto['this']['overhead_ms_per_step']:.2f} against "
+    assert said + f"{auto['base']['overhead_ms_per_step']:.2f} ms" in doc
