@@ -99,7 +99,7 @@ def test_cli_writes_json_and_an_offline_html_report(capsys, folder, tmp_path):
 
 
 def test_the_report_sets_vllms_methods_against_its_plain_decoding():
-    from hdlib.bench.records import aggregate
+    from hdlib.bench.metrics import aggregate
     from hdlib.bench.reports import serving_line
 
     def turn(tokens: int, wall: float, steps: int) -> Turn:

@@ -58,6 +58,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("bench.baselines", "bench.paper_drafter"),  # transformers' methods; the paper's HD as its authors ran it
     ("bench.serving",),  # vLLM's engines as bench methods, and the second pass in vLLM's environment
     ("bench.methods", "bench.records"),  # the method names; turns, questions, metrics, results
+    ("bench.metrics",),  # a method's metrics from a run's records alone
     ("bench.run", "bench.reports", "bench.ranking"),  # answering; the printed report; against the paper
     ("bench",),
     ("bench.log",),  # the raw results file, for --resume

@@ -39,6 +39,7 @@ ablation).
 """
 
 from hdlib.bench.methods import ALL_ORDERS, Method, expand, parse_methods, split_budget
+from hdlib.bench.metrics import Tally, aggregate
 from hdlib.bench.ranking import PAPER_ORDERS, OrderComparison, compare_orders, kendall, ranks, spearman
 from hdlib.bench.records import (
     BenchResults,
@@ -46,12 +47,10 @@ from hdlib.bench.records import (
     Metrics,
     QuestionRuns,
     Results,
-    Tally,
     TierMetrics,
     TierWork,
     Turn,
     TurnDivergence,
-    aggregate,
     digest,
 )
 from hdlib.bench.reports import (

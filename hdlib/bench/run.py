@@ -12,17 +12,10 @@ from tqdm.auto import tqdm
 from hdlib.bench.baselines import hf_generate
 from hdlib.bench.divergence import explain, locate
 from hdlib.bench.methods import Method, parse_methods, split_budget, with_own_tables
+from hdlib.bench.metrics import aggregate, split_by_machine
+from hdlib.bench.metrics import compare as compare_methods
 from hdlib.bench.paper_drafter import paper_drafter
-from hdlib.bench.records import (
-    BenchResults,
-    MethodResult,
-    QuestionRuns,
-    Turn,
-    TurnDivergence,
-    aggregate,
-    split_by_machine,
-)
-from hdlib.bench.records import compare as compare_methods
+from hdlib.bench.records import BenchResults, MethodResult, QuestionRuns, Turn, TurnDivergence
 from hdlib.bench.serving import VllmEngines
 from hdlib.bench.specbench import Question
 from hdlib.decoding import PriorChoice, generate, resolve_prior
