@@ -32,7 +32,6 @@ from typing import Any
 
 from benchmarks.common import QUESTIONS_HELP, results_path
 from benchmarks.markdown import code, count, f1, f2, table
-from hdlib.bench.intervals import Estimate, verdict
 
 ROOT = Path(__file__).resolve().parents[1]
 PHASES = ("draft", "tree", "forward", "accept", "update", "policy")
@@ -145,7 +144,7 @@ def main() -> None:
     if args.base is None:
         parser.error("--base is needed: a checkout of the engine to compare with")
 
-    from hdlib.bench.intervals import geometric_mean
+    from hdlib.bench.intervals import geometric_mean, verdict
     from hdlib.models.cpu import describe_machine
 
     engines = {"base": args.base.resolve(), "this": ROOT}
@@ -253,6 +252,8 @@ def tables(data: Mapping[str, Any]) -> list[str]:
 
 def side_by_side(data: Mapping[str, Any]) -> str:
     """Identical steps and the paired tokens-per-second ratio, where the run has them (older runs do not)."""
+    from hdlib.bench.intervals import Estimate, verdict
+
     if "tokens_per_s_ratio_this_over_base" not in data:
         return ""
     ratio = Estimate.from_json(data["tokens_per_s_ratio_this_over_base"])

@@ -100,11 +100,11 @@ def _show_in_notebooks() -> None:
     shell = sys.modules["IPython"].get_ipython() if "IPython" in sys.modules else None
     if shell is not None:
         html = shell.display_formatter.formatters["text/html"]
-        html.for_type_by_name("hdlib.engine.trace", "Generation", lambda gen: _presentation().generation_html(gen))
 
+        def show(gen: Any) -> str:
+            return importlib.import_module("hdlib.presentation").generation_html(gen)
 
-def _presentation() -> Any:
-    return importlib.import_module("hdlib.presentation")
+        html.for_type_by_name("hdlib.engine.trace", "Generation", show)
 
 
 _show_in_notebooks()

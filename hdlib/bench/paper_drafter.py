@@ -110,24 +110,28 @@ class ChainTree(DraftTree):
         p = proposal(draft)
         node = 0
         for token in p.tokens[: min(max_depth, max_new)]:
-            child = self.add_node(node, token, tier, p.key_length, p.source)
-            if self.child(node, token) != child:
-                self._twins.setdefault(node, []).append(child)
-            node = child
+            node = self.add_node(node, token, tier, p.key_length, p.source)
         return min(len(p.tokens), max_depth, max_new)
+
+    def add_node(
+        self,
+        parent: int,
+        token: int,
+        tier: Tier | None,
+        key_length: int = 0,
+        source: str = "",
+        confidence: float = -1.0,
+        proposers: set[tuple[Tier | None, str]] | None = None,
+    ) -> int:
+        """`DraftTree.add_node`; a node whose parent has a child with its token already is a twin."""
+        child = super().add_node(parent, token, tier, key_length, source, confidence, proposers)
+        if self.child(parent, token) != child:
+            self._twins.setdefault(parent, []).append(child)
+        return child
 
     def subtree(self, keep: Sequence[int]) -> ChainTree:
         """The chains through the nodes `keep` (closed under ancestors), twins kept apart."""
-        kept = sorted(set(keep) | {0})
-        new = {old: i for i, old in enumerate(kept)}
-        tree = ChainTree(root=self.root)
-        for old in kept[1:]:
-            parent, token = new[self.parents[old]], self.tokens[old]
-            tier, key, source = self.tiers[old], self.key_lengths[old], self.sources[old]
-            child = tree.add_node(parent, token, tier, key, source, self.confidences[old], self.proposers[old])
-            if tree.child(parent, token) != child:
-                tree._twins.setdefault(parent, []).append(child)
-        return tree
+        return self.copy_into(ChainTree(root=self.root), keep)
 
     @property
     def has_twins(self) -> bool:

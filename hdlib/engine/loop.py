@@ -136,6 +136,7 @@ class Decoder:
         verifier.prefill(tokens[:-1])
         drafter.begin(tokens)
         learners = [*drafter.tiers, *([rider] if rider is not None else []), policy]
+        guesses = GUESSES if drafter.tiers else 0  # plain decoding reads none
         index, learned_s = 0, 0.0
         while (max_depth := self._max_depth(tokens)) >= 0:
             clock, past_len = PhaseClock(learned_s), len(tokens) - 1
@@ -145,12 +146,12 @@ class Decoder:
             # Select: the part worth verifying, and the rider's rows where they pay and fit.
             chosen = policy.select(tree, tokens, rider)
             fits = chosen.ride and rider is not None and rider.fits(past_len, len(chosen.tree), limit)
-            rows = rider.rows() if fits and rider is not None else None
+            rows = rider.rows() if fits else None  # type: ignore[union-attr]  (fits only with a rider)
             clock.lap("policy")
             # Score: one forward pass over the trie. Accept: the path the model agrees with.
             scored = verifier.score(chosen.tree, past_len, rows)
             clock.lap("verify")
-            verdict = verifier.accept(chosen.tree, scored, past_len, GUESSES if drafter.tiers else 0)
+            verdict = verifier.accept(chosen.tree, scored, past_len, guesses)
             clock.lap("accept")
             # Keep: the cache keeps the accepted path, the text its tokens and the model's own.
             verifier.compact(past_len, verdict.path)

@@ -19,12 +19,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import numpy as np
 import torch
 
 from hdlib.tiers.base import Proposal, Tier, proposal
 from hdlib.tiers.rider import RiderRows
+
+T = TypeVar("T", bound="DraftTree")
 
 
 @dataclass
@@ -186,9 +189,13 @@ class DraftTree:
         >>> tree.subtree([1, 3]).tokens
         [1, 2, 4]
         """
+        return self.copy_into(DraftTree(root=self.root), keep)
+
+    def copy_into(self, tree: T, keep: Sequence[int]) -> T:
+        """`tree` (empty, with this tree's root) given the nodes `keep` (closed under ancestors; the
+        root is always kept) in node order, each through its `add_node`, with all it knew of them."""
         kept = sorted(set(keep) | {0})
         new = {old: i for i, old in enumerate(kept)}
-        tree = DraftTree(root=self.root)
         for old in kept[1:]:
             if self.parents[old] not in new:
                 raise ValueError(f"node {old} is kept without its parent {self.parents[old]}")

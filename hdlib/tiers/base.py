@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import ClassVar, Protocol
 
 from hdlib.errors import HDError
-from hdlib.tiers.guesses import ModelGuesses
+from hdlib.tiers.guesses import Said
 from hdlib.tiers.rider import PassRider
 
 Draft = tuple[int, ...]
@@ -159,13 +159,12 @@ class DraftTier(ABC):
     rider: PassRider | None = None
 
 
-class StepOutcome(Protocol):
+class StepOutcome(Said, Protocol):
     """What a learner reads of a step (`hdlib.engine.trace.Step` is one): the tokens the step
-    appended to the context, and what the model said after every node it verified (None where no
-    one asked)."""
+    appended to the context, and what the model said after every node it verified (`guesses`, None
+    where no one asked)."""
 
     tokens: tuple[int, ...]
-    guesses: ModelGuesses | None
 
 
 def proposal(draft: Proposal | Sequence[int]) -> Proposal:

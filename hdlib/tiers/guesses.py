@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from hdlib.errors import HDError
 
@@ -23,6 +24,13 @@ class ModelGuesses:
     previous: Sequence[int]  # the token before each of them (-1: none)
     successors: Sequence[Sequence[int]]  # per token: the most likely next tokens, best first
     probabilities: Sequence[Sequence[float]]  # ... and their probabilities (softmax of the logits)
+
+
+class Said(Protocol):
+    """A step as far as the model's guesses go (`hdlib.engine.trace.Step` is one): what it said after
+    every node of the pass, None where they were not read."""
+
+    guesses: ModelGuesses | None
 
 
 Guess = tuple[int, float]  # (next token, the model's probability of it)
@@ -55,11 +63,10 @@ class Successors:
     def clear(self) -> None:
         self.table.clear()
 
-    def update(self, step: object) -> None:
-        """Learn what the model said in a step (`Step.guesses`; a step without them says nothing)."""
-        guesses = getattr(step, "guesses", None)
-        if guesses is not None:
-            self.observe(guesses)
+    def update(self, step: Said) -> None:
+        """Learn what the model said in a step (`Step.guesses`; None says nothing)."""
+        if step.guesses is not None:
+            self.observe(step.guesses)
 
     def observe(self, guesses: ModelGuesses) -> None:
         """Keep the pass's guesses after every token and token pair; newer ones replace older ones."""
