@@ -7,11 +7,14 @@ decoding and the ranking by MAT. The overall and per-tier tables' rows are the p
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from benchmarks.common import RESULTS, machine_folder
 from benchmarks.markdown import code, f1, f2, pct, table, x
-from hdlib.bench.intervals import Estimate, verdict
+from hdlib.bench.arms import twins
+from hdlib.bench.intervals import MARGIN, Comparison, Estimate, aa_margin
 from hdlib.bench.reports import overall_rows, tier_order, tier_rows
 from hdlib.models.cpu import machine_label
 
@@ -30,12 +33,16 @@ def spread(metrics: Mapping[str, Any], key: str, fmt: Callable[[float], str]) ->
 
 
 def interval(e: Mapping[str, Any], fmt: Callable[[float], str]) -> str:
-    """An estimate of `hdlib.bench.intervals` as written: '1.85x [1.62x, 2.10x]'."""
+    """An estimate of `hdlib.bench.intervals` as written: '1.85x [1.62x, 2.10x]', or with too few
+    questions or repeats for one '1.85x (3 questions: no interval)'."""
+    if e.get("low") is None or e.get("high") is None:
+        return f"{fmt(e['value'])} ({e['n']} {e.get('over', 'questions')}: no interval)"
     return f"{fmt(e['value'])} [{fmt(e['low'])}, {fmt(e['high'])}]"
 
 
 def estimate(value: Estimate | float, fmt: Callable[[float], str]) -> str:
-    """A number, with its 95 % interval where it has one: '1.85x [1.62x, 2.10x]'."""
+    """A number, with its 95 % interval where it has one: '1.85x [1.62x, 2.10x]' (too few for one: what
+    `interval` writes)."""
     return interval(value.to_json(), fmt) if isinstance(value, Estimate) else fmt(value)
 
 
@@ -45,24 +52,46 @@ def questions_in(metrics: Mapping[str, Any]) -> int | None:
 
 
 def comparison_table(data: Mapping[str, Any]) -> list[str]:
-    """The run's paired comparisons: A/B overall and per task, each with its interval and questions,
-    and what the interval allows one to say."""
-    found = data.get("comparisons") or []
+    """The run's paired comparisons: A/B overall (over questions, and over repeats where the run has
+    several) and per task, each with its interval, and what the intervals allow one to say
+    (`hdlib.bench.intervals.verdict`; the margin for "on par" from the run's own A/A arms, or from the
+    machine's committed A/A run of the bench, `YARDSTICK`, where wider)."""
+    found = [Comparison.from_json(c) for c in data.get("comparisons") or []]
     if not found:
         return []
-    tasks = list(found[0]["tasks"])
+    tasks = list(found[0].tasks)
+    within = max(aa_margin(found), yardstick(data))
+    repeats = any(c.by_repeat is not None for c in found)
     rows = [
-        [f"{code(c['a'])} / {code(c['b'])}", interval(c["overall"], x), str(c["overall"]["n"]),
-         verdict(Estimate.from_json(c["overall"])),
-         *(f"{interval(c['tasks'][t], x)} ({c['tasks'][t]['n']})" for t in tasks)]
+        [f"{code(c.a)} / {code(c.b)}", estimate(c.overall, x), str(c.overall.n),
+         *([estimate(c.by_repeat, x) if c.by_repeat is not None else "-"] if repeats else []),
+         c.verdict(MARGIN if twins([c.a, c.b]) else within),
+         *(f"{estimate(c.tasks[t], x)} ({c.tasks[t].n})" if t in c.tasks else "-" for t in tasks)]
         for c in found
     ]  # fmt: skip
     return [
         "Paired comparisons: the geometric mean over questions of one method's tokens per second over the "
-        "other's on the same question, with its 95 % interval (bootstrap over questions); \"on par\" where the "
-        "interval holds 1:",
-        table(["A / B", "ratio", "questions", "verdict", *tasks], rows),
-    ]
+        "other's on the same question (each question's repeats pooled), with its 95 % interval from a bootstrap "
+        "over questions" + (", and over repeats (each repeat's geometric mean, a t-interval over repeats, from five "
+                            "on)" if repeats else "") + "; faster or slower where every interval excludes 1, on par "
+        f"where every one lies within ±{100 * within:.0f} % (an A/A pair's own: ±{100 * MARGIN:.0f} %), else not "
+        "told apart:",
+        table(["A / B", "over questions", "questions", *(["over repeats"] if repeats else []), "verdict", *tasks],
+              rows),
+    ]  # fmt: skip
+
+
+YARDSTICK = "bench_aa.json"  # the committed A/A run of `hdlib bench` in a machine's results folder
+
+
+def yardstick(data: Mapping[str, Any]) -> float:
+    """The margin the committed A/A run of `hdlib bench` on the machine of `data` sets (`MARGIN` where
+    there is none)."""
+    path = RESULTS / machine_folder(data.get("machine")) / YARDSTICK
+    if not path.exists():
+        return MARGIN
+    aa = json.loads(path.read_text(encoding="utf-8"))
+    return aa_margin(Comparison.from_json(c) for c in aa.get("comparisons") or [])
 
 
 def bench_tables(data: Mapping[str, Any]) -> list[str]:

@@ -1,55 +1,64 @@
 """vLLM served, under load, repeated: plain decoding and its speculative methods, hdlib's HD among them.
 
-    python -m benchmarks.served_load --questions FILE [--split report] [--per-task 16] [--max-new-tokens 256]
-        [--methods vllm,vllm-suffix,vllm-hd] [--concurrency 1,16] [--requests 16 | 8,16] [--repeats 3]
-        [--preamble] [--together] [--same-questions] [--order-seed 0]
+    python -m benchmarks.served_load --questions FILE [--split sealed] [--per-task 16] [--max-new-tokens 256]
+        [--methods vllm,vllm-suffix,vllm-hd] [--concurrency 1,16] [--requests 16 | 8,16] [--repeats 6]
+        [--fresh-per-level] [--filler-split dev] [--preamble] [--together] [--same-questions] [--order-seed 0]
         [--out benchmarks/results/<machine>/served_load.json]
 
-Repeat by repeat, each method (in an order shuffled from `--order-seed`, then turned by one place
-each repeat, so that no method always runs first while the machine's speed drifts) gets a fresh
-`vllm serve` (from .venv-vllm, on a free port of 127.0.0.1, the packaged model in float32) with its
-speculative config (`hdlib.bench.serving.VLLM_METHODS`), and at each concurrency vLLM's own load
-generator, `vllm bench serve` (`hdlib.bench.serving.bench_serve`), sends `--requests` completions
-(one number for every concurrency, or one per concurrency), at most `concurrency` in flight, greedy,
-and saves every answer; then the server is stopped, it and
-only it. The prompts are Spec-Bench questions' first turns in the model's chat template, each sent
-once per method in the whole run: repeat r at concurrency l gets its own `--requests` questions, the
-same for every method. A method that caches earlier answers, as SuffixDecoding does, would
-otherwise draft a question's answer from its own earlier answer to it, and a server's prefix cache
-would serve a repeated prompt; a fresh server per repeat keeps one repeat from another. With
-`--together`, each repeat starts every method's server first (one after another) and keeps them up
-side by side, and at each concurrency sends the load to one server after another, the methods'
-order turned by one place from one concurrency to the next: the runs compared at a concurrency are
-then a minute or two apart rather than a whole server's run, which the machine's drift makes
-matter (the servers not in use sit idle). With
-`--preamble`, every prompt begins with the same `PREAMBLE` (188 tokens of instructions in the packaged
-model's tokenizer, as a deployment's system prompt would be) ahead of its question.
+Repeat by repeat, each method gets a `vllm serve` of its own (from .venv-vllm, on a free port of
+127.0.0.1, the packaged model in float32) with its speculative config
+(`hdlib.bench.serving.VLLM_METHODS`); a method named twice is two arms with servers of their own
+(`vllm,vllm-hd,vllm-hd`: an A/A run of `vllm-hd`, the harness's own spread, `hdlib.bench.arms`). At
+each concurrency vLLM's own load generator, `vllm bench serve` (`hdlib.bench.serving.bench_serve`),
+sends `--requests` completions (one number for every concurrency, or one per concurrency), at most
+`concurrency` in flight, greedy, and saves every answer; each level starts with one untimed warm-up
+request, and with `--fresh-per-level` on servers started for that level alone, so that nothing a
+server learned at one level (SuffixDecoding's tree of earlier answers, a proposer's clock) reaches
+the next. Then the server is stopped, it and only it. With `--together`, the servers of a repeat (or
+of a level) are started first, one after another, and kept up side by side, and the load goes to one
+after another: the runs compared are then a minute or two apart rather than a whole server's run,
+which the machine's drift makes matter (the servers not in use sit idle).
 
-Per method and concurrency, over the repeats: output tokens per second (a repeat's answers' tokens
-over its wall time; the mean over repeats with its interval), TPOT (a request's time after its first
-token over its other tokens; p50 and p99 over every request), TTFT p50, MAT (output tokens over the
-engine's steps: tokens minus the draft tokens it accepted, as `vllm bench serve` reads them from the
-server's metrics), and the share of answers identical to plain decoding's (`vllm`, the first method)
-for the same question. The paired comparisons (`--compare`, default: `vllm-hd` against `vllm` and
-against `vllm-suffix`) take each question's request tokens per second (its output tokens over its
-latency) under both methods at the same concurrency: the geometric mean over questions of the
-ratio, with a 95 % interval from a bootstrap over questions (`hdlib.bench.intervals`); and "by
-repeat", the same ratio with its interval from a bootstrap over repeats, each repeat's questions
-resampled together: the machine's speed in the minutes between one method's block of requests and
-another's moves a whole block, which resampling questions does not hold, and the methods' order
-turned from one repeat to the next makes it vary between repeats. And the servers' throughput
-ratio: each repeat's output tokens per second under A over B's, the geometric mean over repeats with
-an interval from a bootstrap over repeats (the paired ratios weigh every request alike, this every
-token: a method that speeds most requests but not the longest shows it). With `--same-questions` every
-repeat asks the same questions (its servers fresh, so that no cache carries one repeat's answers
-into the next), so that a run can have the repeats that interval needs.
+The methods' order is balanced over the repeats: repeat r runs them in row r of a Williams design
+(`williams`: a Latin square, two for an odd number of methods, in which every method runs in every
+place equally often and after every other equally often), its letters given to the methods in an
+order shuffled from `--order-seed`; balance needs the repeats to be a multiple of the design's rows
+(6 for 3 methods), and the results say whether they were.
+
+The prompts are Spec-Bench questions' first turns in the model's chat template. Each is sent once
+per method per server: repeat r at concurrency l gets its own `--requests` questions (with
+`--fresh-per-level`, every level of a repeat starts from the repeat's first question); with
+`--same-questions` every repeat asks repeat 0's (its servers fresh, so no cache carries one
+repeat's answers into the next), which the intervals over questions need (a question's repeats are
+its cluster). Where a level sends more requests than the split has questions, `--filler-split`
+names where the rest come from: they load the server like the others and count in its throughput,
+but no per-question measure reads them. With `--preamble`, every prompt begins with the same
+`PREAMBLE` (188 tokens of instructions in the packaged model's tokenizer, as a deployment's system
+prompt would be) ahead of its question.
+
+Per method and concurrency: output tokens per second (a repeat's answers' tokens over its wall
+time, the mean over repeats) and MAT (output tokens over the engine's steps, tokens minus the draft
+tokens it accepted, as `vllm bench serve` reads them from the server's metrics, summed over the
+repeats), each with its t-interval over repeats (at least five; fewer: the repeats, no interval); TPOT (a request's time
+after its first token over its other tokens; p50 and p99 over every request), TTFT p50, and the
+share of answers identical to plain decoding's (`vllm`, the first method) for the same question.
+The paired comparisons (`--compare`, default: `vllm-hd` against `vllm` and against `vllm-suffix`,
+and every A/A arm against its method) take each question's request tokens per second (its output
+tokens over its latency) under both methods at the same concurrency, three ways
+(`hdlib.bench.intervals`): by question (each question's ratio over its repeats, then the geometric
+mean over questions with its interval from a bootstrap over questions, each with all its repeats);
+by repeat (each repeat's geometric mean over its questions, with a t-interval over repeats: what
+moves a whole repeat's requests of one method against the other's); and the servers' throughput
+(each repeat's output tokens per second under A over B's, a t-interval over repeats: it weighs every
+token alike, where the paired ratios weigh every request alike). The verdict of a pair reads its
+by-question and by-repeat intervals together (`hdlib.bench.intervals.verdict`), with the margin
+for "on par" from the run's own A/A arm where it has one.
 """
 
 from __future__ import annotations
 
-import contextlib
-import math
 import random
+import sys
 import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -58,11 +67,22 @@ from typing import Any
 import numpy as np
 
 from benchmarks.bench_tables import interval
-from benchmarks.common import load, spec_bench_parser, write_results
+from benchmarks.common import load, questions_of, spec_bench_parser, write_results
 from benchmarks.markdown import code, f1, f2, pct, table, x
-from hdlib.bench.intervals import Estimate, geometric_mean, mean, ratio_of_sums, verdict
+from hdlib.bench.arms import method_of, twins, with_arms
+from hdlib.bench.intervals import (
+    MARGIN,
+    Estimate,
+    by_question,
+    by_repeat,
+    geometric_mean,
+    margin,
+    ratio_over_repeats,
+    t_over_repeats,
+    verdict,
+)
 from hdlib.bench.records import digest
-from hdlib.bench.serving import VLLM_METHODS, bench_serve, vllm_method, vllm_server
+from hdlib.bench.serving import VLLM_METHODS, bench_serve, vllm_method, vllm_servers, warm_up
 
 SERVER_ARGS = ["--dtype", "float32", "--max-model-len", "4096", "--max-num-seqs", "64"]
 PREAMBLE = (
@@ -76,10 +96,12 @@ PREAMBLE = (
     "request is unclear, do what it most likely means. Keep the answer as short as the request allows.\n\n"
 )
 DEFAULT_PAIRS = (("vllm-hd", "vllm"), ("vllm-hd", "vllm-suffix"))
+MEASURES = ("levels", "by_repeat", "throughput")  # a comparison's three ratios (module docstring)
 
 
-def answers_of(result: Mapping[str, Any], questions: Sequence[Any], repeat: int) -> list[dict[str, Any]]:
-    """Each request of a `vllm bench serve` result (in the order sent) with its question."""
+def answers_of(result: Mapping[str, Any], questions: Sequence[Any], repeat: int, fillers: int = 0) -> list[dict]:
+    """Each request of a `vllm bench serve` result (in the order sent) with its question; the last
+    `fillers` are marked as load only."""
     rows = []
     for i, q in enumerate(questions):
         tokens, latency, first = result["output_lens"][i], result["latencies"][i], result["ttfts"][i]
@@ -88,27 +110,40 @@ def answers_of(result: Mapping[str, Any], questions: Sequence[Any], repeat: int)
             "latency_s": float(latency), "ttft_s": float(first),
             "tpot_s": (latency - first) / (tokens - 1) if tokens > 1 else None,
             "digest": digest([ord(c) for c in result["generated_texts"][i]]), "error": result["errors"][i] or "",
-        })  # fmt: skip
+        } | ({"filler": True} if i >= len(questions) - fillers else {}))  # fmt: skip
     return rows
 
 
-def turn_order(methods: Sequence[str], seed: int, repeat: int) -> list[str]:
-    """The methods' order at `repeat`: shuffled once from `seed`, then turned by one place a repeat, so
-    that over as many repeats as methods each method runs in every place once."""
-    order = list(methods)
-    random.Random(f"served/{seed}").shuffle(order)
-    return turned(order, repeat)
+def williams(n: int) -> list[list[int]]:
+    """A Williams design for n treatments: rows of 0..n-1 in which each treatment takes every place
+    equally often and follows every other equally often (n rows for an even n, 2n for an odd one)."""
+    first, low, high = [0], 1, n - 1
+    while len(first) < n:
+        first.append(low)
+        low += 1
+        if len(first) < n:
+            first.append(high)
+            high -= 1
+    rows = [[(t + i) % n for t in first] for i in range(n)]
+    return rows if n % 2 == 0 else rows + [row[::-1] for row in rows]
 
 
-def turned(order: Sequence[str], places: int) -> list[str]:
-    """`order` turned by `places` places: its first `places` (mod its length) moved to its end."""
-    k = places % len(order)
-    return [*order[k:], *order[:k]]
+def orders(methods: Sequence[str], seed: int) -> list[list[str]]:
+    """The methods' order in each row of their Williams design, the design's letters given to the
+    methods in an order shuffled from `seed`."""
+    labels = list(methods)
+    random.Random(f"served/{seed}").shuffle(labels)
+    return [[labels[t] for t in row] for row in williams(len(labels))]
+
+
+def served(answers: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The answers per-question measures read: not the fillers."""
+    return [a for a in answers if not a.get("filler")]
 
 
 def summarize(levels: Mapping[str, Any], reference: Mapping[str, Any] | None) -> dict[str, Any]:
     """One method at one concurrency, over its repeats: see the module docstring."""
-    answers = [a for r in levels["repeats"] for a in r["answers"]]
+    answers = served([a for r in levels["repeats"] for a in r["answers"]])
     per_repeat = [r["tokens"] / r["duration_s"] for r in levels["repeats"]]
     tokens = [r["tokens"] for r in levels["repeats"]]
     steps = [max(r["tokens"] - r["accepted"], 1) for r in levels["repeats"]]
@@ -120,11 +155,11 @@ def summarize(levels: Mapping[str, Any], reference: Mapping[str, Any] | None) ->
     return {
         "requests": len(answers),
         "failed": sum(bool(a["error"]) for a in answers),
-        "tokens_per_s": mean(per_repeat).to_json(),
+        "tokens_per_s": t_over_repeats(per_repeat, log=False).to_json(),
         "tpot_ms_p50": 1e3 * float(np.percentile(tpot, 50)),
         "tpot_ms_p99": 1e3 * float(np.percentile(tpot, 99)),
         "ttft_ms_p50": 1e3 * float(np.percentile([a["ttft_s"] for a in answers], 50)),
-        "mat": ratio_of_sums(tokens, steps).to_json(),
+        "mat": ratio_over_repeats(tokens, steps).to_json(),
         "identical_frac": sum(same) / len(same) if same else None,
         "tasks": sorted({a["task"] for a in answers}),
     }
@@ -133,7 +168,7 @@ def summarize(levels: Mapping[str, Any], reference: Mapping[str, Any] | None) ->
 def rates(levels: Mapping[str, Any]) -> dict[tuple[int, int], float]:
     """Each request's tokens per second (its output tokens over its latency), by (question, repeat)."""
     return {(x["question_id"], x["repeat"]): x["tokens"] / x["latency_s"] for r in levels["repeats"]
-            for x in r["answers"] if x["latency_s"] > 0 and x["tokens"] > 0}  # fmt: skip
+            for x in served(r["answers"]) if x["latency_s"] > 0 and x["tokens"] > 0}  # fmt: skip
 
 
 def matched(ours: Mapping[Any, float], theirs: Mapping[Any, float]) -> dict[Any, float]:
@@ -147,28 +182,23 @@ def ratios(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[tuple[int, int], 
 
 
 def paired(a: Mapping[str, Any], b: Mapping[str, Any]) -> Estimate:
-    """A's request tokens per second over B's, question by question at one concurrency."""
-    return geometric_mean(list(ratios(a, b).values()))
+    """A's request tokens per second over B's at one concurrency, by question: each question's
+    geometric mean over its repeats, then over the questions, with its interval over questions."""
+    return geometric_mean(list(by_question(ratios(a, b)).values()))
 
 
 def paired_by_repeat(a: Mapping[str, Any], b: Mapping[str, Any]) -> Estimate:
-    """The same ratio (the geometric mean over every question of every repeat), its interval from a
-    bootstrap over repeats: each repeat's questions resampled together, so that the interval holds
-    what moves a whole repeat's requests of one method against the other's (the machine's speed in
-    the minutes between them; the methods' order is turned from one repeat to the next). n: repeats."""
-    logs: dict[int, list[float]] = {}
-    for (_, repeat), ratio in ratios(a, b).items():
-        logs.setdefault(repeat, []).append(math.log(ratio))
-    est = ratio_of_sums([sum(v) for v in logs.values()], [len(v) for v in logs.values()])
-    return Estimate(math.exp(est.value), math.exp(est.low), math.exp(est.high), est.n)
+    """The same ratio by repeat: each repeat's geometric mean over its questions, then over the
+    repeats, with its t-interval over repeats (at least five)."""
+    return t_over_repeats(list(by_repeat(ratios(a, b)).values()))
 
 
 def throughput_by_repeat(a: Mapping[str, Any], b: Mapping[str, Any]) -> Estimate:
     """The server's output tokens per second (a repeat's tokens over its wall time) under A over B's in
-    the same repeat: the geometric mean over repeats, its interval from a bootstrap over repeats. It
-    weighs every token alike, where the paired ratios weigh every request alike; n: repeats."""
+    the same repeat: the geometric mean over repeats with its t-interval over repeats. It weighs
+    every token alike, where the paired ratios weigh every request alike; n: repeats."""
     ours, theirs = ({r["repeat"]: r["tokens"] / r["duration_s"] for r in m["repeats"]} for m in (a, b))
-    return geometric_mean(list(matched(ours, theirs).values()))
+    return t_over_repeats(list(matched(ours, theirs).values()))
 
 
 def compare(runs: Mapping[str, Any], pairs: Sequence[tuple[str, str]], levels: Sequence[int]) -> list[dict[str, Any]]:
@@ -182,20 +212,44 @@ def compare(runs: Mapping[str, Any], pairs: Sequence[tuple[str, str]], levels: S
     ]  # fmt: skip
 
 
+def margins(data: Mapping[str, Any]) -> dict[str, float]:
+    """The margin for "on par" at each concurrency: `MARGIN`, or the widest spread of the run's own
+    A/A pairs there (by question and by repeat, `hdlib.bench.intervals.margin`) where wider."""
+    found = {str(c): MARGIN for c in data["concurrency"]}
+    for cmp in data["comparisons"]:
+        if (cmp["a"], cmp["b"]) in twins([cmp["a"], cmp["b"]]):
+            for c in found:
+                spread = [margin(Estimate.from_json(cmp[m][c])) for m in ("levels", "by_repeat") if c in cmp.get(m, {})]
+                found[c] = max([found[c], *spread])
+    return found
+
+
 def question_slices(
-    questions: Sequence[Any], levels: Sequence[int], counts: Sequence[int], repeats: int, same: bool = False
-) -> dict[tuple[int, int], list[Any]]:
+    questions: Sequence[Any], levels: Sequence[int], counts: Sequence[int], repeats: int, same: bool = False,
+    fresh: bool = False,
+) -> dict[tuple[int, int], list[Any]]:  # fmt: skip
     """The questions repeat r asks at concurrency c, by (r, c): `counts[i]` at `levels[i]`, taken in turn
     across the tasks (each task's in the file's order), every repeat and level its own (with `same`,
-    every repeat repeat 0's)."""
+    every repeat repeat 0's; with `fresh`, servers fresh for each level, every level of a repeat from
+    the repeat's first question). A slice may come out shorter than its count: `fill` tops it up."""
     by_task: dict[str, list[Any]] = {}
     for q in questions:
         by_task.setdefault(q.task, []).append(q)
     even = len(set(map(len, by_task.values()))) == 1
     interleaved = [q for row in zip(*by_task.values()) for q in row] if even else list(questions)
+    if fresh:
+        step = max(counts)
+        return {(r, c): interleaved[(0 if same else r) * step :][:n]
+                for r in range(repeats) for c, n in zip(levels, counts)}  # fmt: skip
     starts = np.cumsum([0, *list(counts) * repeats])
     return {(r, c): interleaved[starts[(0 if same else r) * len(levels) + i] :][:n]
             for r in range(repeats) for i, (c, n) in enumerate(zip(levels, counts))}  # fmt: skip
+
+
+def needed(levels: Sequence[int], counts: Sequence[int], repeats: int, same: bool, fresh: bool) -> int:
+    """The questions `question_slices` takes."""
+    per_repeat = max(counts) if fresh else sum(counts)
+    return per_repeat * (1 if same else repeats)
 
 
 def main() -> None:
@@ -209,23 +263,34 @@ def main() -> None:
     parser.add_argument(
         "--together",
         action="store_true",
-        help="each repeat's servers up side by side, the methods run one after another at each concurrency",
+        help="each repeat's (or level's) servers up side by side, the methods run one after another",
     )
-    parser.add_argument("--repeats", type=int, default=3, help="a fresh server and other questions for each")
+    parser.add_argument(
+        "--fresh-per-level", action="store_true", help="every concurrency on servers started for it alone"
+    )
+    parser.add_argument(
+        "--filler-split",
+        choices=("dev", "report", "sealed"),
+        default=None,
+        help="where a level sends more requests than there are questions, the rest from this split, as load only",
+    )
+    parser.add_argument("--repeats", type=int, default=6, help="a fresh server for each (6: 3 methods balanced)")
     parser.add_argument(
         "--same-questions",
         action="store_true",
-        help="every repeat asks the same questions (its servers fresh): repeats enough for the interval by repeat",
+        help="every repeat asks the same questions (its servers fresh): a question's repeats are its cluster",
     )
-    parser.add_argument("--order-seed", type=int, default=0, help="the methods' order in each repeat is shuffled")
+    parser.add_argument("--order-seed", type=int, default=0, help="which method takes which row of the design")
     parser.add_argument("--compare", action="append", default=[], metavar="A,B", help="paired ratio A/B")
     args = parser.parse_args()
-    methods, levels = args.methods.split(","), [int(c) for c in args.concurrency.split(",")]
+    methods, levels = with_arms(args.methods.split(",")), [int(c) for c in args.concurrency.split(",")]
     if methods[0] != "vllm" or not all(map(vllm_method, methods)):
         parser.error(f"--methods: `vllm` first (the reference), then any of {', '.join(VLLM_METHODS)}, vllm-hd:ORDER")
-    pairs = [tuple(p.split(",")) for p in args.compare] or [p for p in DEFAULT_PAIRS if set(p) <= set(methods)]
-    if any(len(p) != 2 or not set(p) <= set(methods) for p in pairs):
-        parser.error(f"--compare A,B: two of the run's methods ({', '.join(methods)})")
+    pairs = [tuple(p.split(",")) for p in args.compare] or [
+        *(p for p in DEFAULT_PAIRS if set(p) <= set(methods)), *twins(methods)
+    ]
+    if any(len(p) != 2 or p[0] == p[1] or not set(p) <= set(methods) for p in pairs):
+        parser.error(f"--compare A,B: two different methods of the run ({', '.join(methods)})")
     try:
         counts = [int(n) for n in args.requests.split(",")]
     except ValueError:
@@ -233,67 +298,86 @@ def main() -> None:
     counts = counts * len(levels) if len(counts) == 1 else counts
     if len(counts) != len(levels) or min(counts) < 1:
         parser.error(f"--requests {args.requests}: a whole number of at least 1, or one per concurrency")
-    sent = dict(zip(levels, counts))
+    design = orders(methods, args.order_seed)
+    balanced = args.repeats % len(design) == 0
+    if not balanced:
+        print(f"served_load: {args.repeats} repeats do not balance the methods' order: that takes a multiple of "
+              f"{len(design)}", file=sys.stderr)  # fmt: skip
     questions, lm = load(args)
-    needed = sum(counts) * (1 if args.same_questions else args.repeats)
-    if len(questions) < needed:
-        each = "the same in every repeat" if args.same_questions else "each sent once"
-        parser.error(
-            f"{args.requests} requests at the concurrencies {args.concurrency} in {args.repeats} repeats "
-            f"need {needed} questions, {each}; there are {len(questions)}: raise --per-task"
-        )
-    slices = question_slices(questions, levels, counts, args.repeats, args.same_questions)
+    want = needed(levels, counts, args.repeats, args.same_questions, args.fresh_per_level)
+    slices = question_slices(questions, levels, counts, args.repeats, args.same_questions, args.fresh_per_level)
+    short = max(n - len(slices[r, c]) for (r, c), n in zip(slices, counts * args.repeats))
+    fillers: list[Any] = []
+    if short > 0:
+        if args.filler_split is None:
+            each = "the same in every repeat" if args.same_questions else "each sent once"
+            parser.error(
+                f"{args.requests} requests at the concurrencies {args.concurrency} in {args.repeats} repeats "
+                f"need {want} questions, {each}; there are {len(questions)}: raise --per-task, or --filler-split"
+            )
+        fillers = questions_of(args, args.filler_split)[:short]
+        if len(fillers) < short:
+            parser.error(f"--filler-split {args.filler_split}: {short} questions needed, {len(fillers)} there")
     runs: dict[str, dict[str, Any]] = {m: {str(c): {"repeats": []} for c in levels} for m in methods}
-    orders: list[list[str]] = []
+    ran: list[list[str]] = []
 
     def serve(r: int, method: str, url: str, c: int, folder: Path) -> None:
         asked = slices[(r, c)]
-        prompts = [(PREAMBLE if args.preamble else "") + q.turns[0] for q in asked]
-        result = bench_serve(url, method, lm.source, prompts, c, args.max_new_tokens, folder)
+        topped = [*asked, *fillers[: dict(zip(levels, counts))[c] - len(asked)]]
+        prompts = [(PREAMBLE if args.preamble else "") + q.turns[0] for q in topped]
+        warm_up(url, method)
+        result = bench_serve(url, method_of(method), lm.source, prompts, c, args.max_new_tokens, folder)
         runs[method][str(c)]["repeats"].append({
             "repeat": r, "duration_s": float(result["duration"]), "tokens": int(result["total_output_tokens"]),
-            "accepted": int(result.get("spec_decode_accepted_tokens", 0)), "answers": answers_of(result, asked, r),
+            "accepted": int(result.get("spec_decode_accepted_tokens", 0)),
+            "answers": answers_of(result, topped, r, len(topped) - len(asked)),
         })  # fmt: skip
         done = runs[method][str(c)]["repeats"][-1]
         print(f"repeat {r + 1}/{args.repeats} {method} at {c}: {done['tokens'] / done['duration_s']:.1f} tok/s",
               flush=True)  # fmt: skip
 
+    def servers(order: Sequence[str], folders: Mapping[str, Path], tag: str) -> Any:
+        """The methods' servers, started together (their start-ups overlap)."""
+        return vllm_servers(lm.source, order, {m: folders[m] / f"server{tag}.log" for m in order}, SERVER_ARGS)
+
+    # the levels one set of servers serves: each its own with --fresh-per-level, else all of a repeat's
+    groups = [[c] for c in levels] if args.fresh_per_level else [levels]
     with tempfile.TemporaryDirectory() as work:
         for r in range(args.repeats):
-            order = turn_order(methods, args.order_seed, r)
+            order = design[r % len(design)]
             folders = {m: Path(work) / f"r{r}-{m}" for m in order}
             for folder in folders.values():
                 folder.mkdir()
-            if not args.together:
-                orders.append(order)
+            for group in groups:
+                tag = f"-c{group[0]}" if args.fresh_per_level else ""
+                if args.together:
+                    with servers(order, folders, tag) as urls:
+                        for c in group:
+                            for method in order:
+                                serve(r, method, urls[method], c, folders[method])
+                    continue
                 for method in order:
-                    with vllm_server(lm.source, method, folders[method] / "server.log", SERVER_ARGS) as url:
-                        for c in levels:
-                            serve(r, method, url, c, folders[method])
-                continue
-            with contextlib.ExitStack() as servers:
-                urls = {m: servers.enter_context(vllm_server(lm.source, m, folders[m] / "server.log", SERVER_ARGS))
-                        for m in order}  # fmt: skip
-                for i, c in enumerate(levels):
-                    orders.append(turned(order, i))
-                    for method in orders[-1]:
-                        serve(r, method, urls[method], c, folders[method])
+                    with servers([method], folders, tag) as urls:
+                        for c in group:
+                            serve(r, method, urls[method], c, folders[method])
+            ran.append(list(order))
     summary = {
         m: {c: summarize(runs[m][c], runs["vllm"][c] if m != "vllm" else None) for c in runs[m]} for m in methods
     }
-    comparisons = compare(runs, pairs, levels)
     write_results(
-        args.out, "served_load", server_args=SERVER_ARGS, client="vllm bench serve", questions=needed,
-        max_new_tokens=args.max_new_tokens, concurrency=levels, repeats=args.repeats, requests=sent,
-        preamble=PREAMBLE if args.preamble else "", together=args.together, same_questions=args.same_questions,
-        order_seed=args.order_seed, orders=orders, split=args.split or "", summary=summary,
-        comparisons=comparisons, runs=runs,
+        args.out, "served_load", serving=True, server_args=SERVER_ARGS, client="vllm bench serve", questions=want,
+        max_new_tokens=args.max_new_tokens, concurrency=levels, repeats=args.repeats,
+        requests=dict(zip(map(str, levels), counts)), preamble=PREAMBLE if args.preamble else "",
+        together=args.together, fresh_per_level=args.fresh_per_level, same_questions=args.same_questions,
+        order_seed=args.order_seed, design=design, balanced=balanced, orders=ran, split=args.split or "",
+        fillers=[q.question_id for q in fillers], summary=summary, comparisons=compare(runs, pairs, levels),
+        runs=runs,
     )  # fmt: skip
 
 
 def tables(data: Mapping[str, Any]) -> list[str]:
     """benchmarks/served_load.py: vLLM served at several concurrencies, repeated, each speculative method
-    beside plain, with the paired comparisons."""
+    beside plain, with the paired comparisons and their verdicts."""
     rows = []
     for c in data["concurrency"]:
         plain = data["summary"]["vllm"][str(c)]["tokens_per_s"]["value"]
@@ -304,43 +388,52 @@ def tables(data: Mapping[str, Any]) -> list[str]:
             rows.append([str(c), code(name), interval(r["tokens_per_s"], f1), ratio, f1(r["tpot_ms_p50"]),
                          f1(r["tpot_ms_p99"]), f1(r["ttft_ms_p50"]), interval(r["mat"], f2), str(r["requests"]),
                          same])  # fmt: skip
+    within = margins(data)
     compared = []
-    measured = [m for m in ("by_repeat", "throughput") if all(m in cmp for cmp in data["comparisons"])]
     for cmp in data["comparisons"]:
+        aa = (cmp["a"], cmp["b"]) in twins([cmp["a"], cmp["b"]])  # an A/A pair is held to MARGIN, not to itself
         for c, e in cmp["levels"].items():
-            row = [f"{code(cmp['a'])} / {code(cmp['b'])}", str(c), interval(e, x), str(e["n"]),
-                   verdict(Estimate.from_json(e))]  # fmt: skip
-            for measure in measured:  # (older files lack the one or both)
-                by = cmp[measure][c]
-                row += [interval(by, x), str(by["n"]), verdict(Estimate.from_json(by))]
+            paired_ = [Estimate.from_json(cmp[m][c]) for m in ("levels", "by_repeat") if m in cmp]
+            row = [f"{code(cmp['a'])} / {code(cmp['b'])}", str(c), interval(e, x), str(e["n"])]
+            if "by_repeat" in cmp:
+                row += [interval(cmp["by_repeat"][c], x), str(cmp["by_repeat"][c]["n"])]
+            margin_ = MARGIN if aa else within[c]
+            row.append(verdict(*paired_, within=margin_))
+            if "throughput" in cmp:
+                by = cmp["throughput"][c]
+                row += [interval(by, x), verdict(Estimate.from_json(by), within=margin_)]
             compared.append(row)
-    by_repeat = "by_repeat" in measured
+    measured = [m for m in MEASURES if all(m in cmp for cmp in data["comparisons"])]
     sent = data["requests"]  # (one number for every concurrency in the files of before per-level counts)
     requests = ", ".join(f"{sent[str(c)]} at {c}" for c in data["concurrency"]) if isinstance(sent, dict) else sent
     preamble = " after one shared preamble of instructions" if data.get("preamble") else ""
     asked = "in every repeat" if data.get("same_questions") else "once per method"
-    half = f", the {data['split']} half" if data.get("split") else ""
-    resampled = "; and by repeat: the same ratio's interval from a bootstrap over repeats" if by_repeat else ""
-    if "throughput" in measured:
-        resampled += (
-            "; and the servers' throughput: each repeat's output tokens per second under A over B's, the geometric "
-            "mean over repeats, bootstrap over repeats"
-        )
+    half = f", the {data['split']} split" if data.get("split") else ""
+    fresh = ", each concurrency on servers of its own" if data.get("fresh_per_level") else ""
+    filled = (f"; {len(data['fillers'])} questions of another split as load only where a level needed more"
+              if data.get("fillers") else "")  # fmt: skip
     columns = ["concurrency", "method", "output tokens/s", "vs plain", "TPOT p50 ms", "TPOT p99 ms", "TTFT p50 ms",
                "MAT", "answers", "identical to plain"]  # fmt: skip
-    paired_columns = ["A / B", "concurrency", "ratio", "questions", "verdict"]
-    paired_columns += ["by repeat", "repeats", "verdict by repeat"] if by_repeat else []
-    paired_columns += ["throughput", "repeats", "verdict on throughput"] if "throughput" in measured else []
+    paired_columns = ["A / B", "concurrency", "by question", "questions"]
+    paired_columns += ["by repeat", "repeats"] if "by_repeat" in measured else []
+    paired_columns += ["verdict"]
+    paired_columns += ["throughput", "verdict on throughput"] if "throughput" in measured else []
+    margin_text = ", ".join(f"±{100 * m:.0f} % at {c}" for c, m in within.items())
     return [
         f"Settings: {data['model']}, `vllm serve` {' '.join(data['server_args'])}, load from `vllm bench serve`, "
-        f"greedy, {data['repeats']} repeats (a fresh server each), {requests} requests per concurrency and "
+        f"greedy, {data['repeats']} repeats (a fresh server each{fresh}), {requests} requests per concurrency and "
         f"repeat, each a Spec-Bench question's first turn{preamble} sent {asked} ({data['questions']} questions"
-        f"{half}), {data['max_new_tokens']} new tokens at most. Output tokens per second and MAT: the mean over "
-        "repeats with its 95 % interval.",
+        f"{half}{filled}), {data['max_new_tokens']} new tokens at most. Output tokens per second and MAT: the mean "
+        "over repeats, with its t-interval over repeats where there are at least five.",
         table(columns, rows),
-        "Paired comparisons: the geometric mean over questions of a request's tokens per second (its output "
-        "tokens over its latency) under A over the same question's under B at the same concurrency, with its 95 % "
-        f'interval (bootstrap over questions{resampled}); "on par" where the interval holds 1:',
+        "Paired comparisons of a request's tokens per second (its output tokens over its latency) under A and under "
+        "B on the same question at the same concurrency: by question (each question's ratio over its repeats, the "
+        "geometric mean over questions, its 95 % interval from a bootstrap over questions, each with its repeats), "
+        "by repeat (each repeat's geometric mean over its questions, a t-interval over repeats, at least five), and "
+        "the servers' throughput (each repeat's output tokens per second under A over B's, a t-interval over "
+        "repeats). The verdict reads the by-question and by-repeat intervals together: faster or slower where both "
+        "exclude 1 on that side, on par where both lie within the margin "
+        f"({margin_text}; an A/A pair's own within ±{100 * MARGIN:.0f} %), else not told apart:",
         table(paired_columns, compared),
     ]
 

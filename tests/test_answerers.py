@@ -79,12 +79,14 @@ class FakeServer:
                     choice = {"text": owner.lm.decode(new)}
                     if owner.token_ids:
                         choice["token_ids"] = new
-                    with owner.lock:
-                        owner.completions += 1
-                    self.reply(200, {"choices": [choice]})
                 finally:
+                    # no longer in flight once answered, before the answer goes out: a client may send its
+                    # next request the moment it reads this one (counted after, it seemed one too many)
                     with owner.lock:
                         owner.in_flight -= 1
+                with owner.lock:
+                    owner.completions += 1
+                self.reply(200, {"choices": [choice]})
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"

@@ -39,6 +39,18 @@ def test_method_names():
             Method.parse(bad)
 
 
+def test_a_method_named_twice_is_an_aa_arm_of_its_own_and_ar_named_is_the_leading_one():
+    methods = parse_methods("hd,suffix,hd:C@8,hd,hd:C@8,ar")
+    assert [m.name for m in methods] == ["ar", "hd", "suffix", "hd:C@8", "hd#2", "hd:C@8#2"]
+    arm = methods[4]
+    assert arm.tiers == methods[1].tiers and arm.budget is None and methods[5].budget == 8
+    assert [m.name for m in parse_methods("ar,ar,hd")] == ["ar", "ar#2", "hd"]  # plain decoding's A/A
+    assert Method.parse("vllm-hd#2").serving and Method.parse("hd@16#2").budget == 16
+    for bad in ("hd#1", "hd#0", "hd#x", "#2"):
+        with pytest.raises(HDError, match="naming the method again"):
+            Method.parse(bad)
+
+
 def test_an_hd_method_may_end_in_a_fixed_budget():
     cms = Method.parse("hd:CMS@64")
     assert cms.name == "hd:CMS@64" and cms.budget == 64  # the name keeps @N: results are keyed by it
@@ -53,7 +65,7 @@ def test_an_hd_method_may_end_in_a_fixed_budget():
     assert len(orders) == 15 and {m.budget for m in orders} == {16}
     assert orders[0].name == "hd:C@16" and orders[-1].name == "hd:SMC@16"
     assert [m.name.removesuffix("@16") for m in orders] == [m.name for m in parse_methods(ALL_ORDERS)[1:]]
-    both = [m.name for m in parse_methods(["hd:C", "hd:C@8", "hd:C@8"])]
+    both = [m.name for m in parse_methods(["hd:C", "hd:C@8"])]
     assert both == ["ar", "hd:C", "hd:C@8"]  # the same order at another budget is another method
 
     for bad, message in [

@@ -30,8 +30,8 @@ def test_results_have_the_specified_schema(results):
             assert set(metrics) == METRIC_KEYS | ({"tiers"} if "tiers" in metrics else set())
             assert all(isinstance(metrics[k], float) for k in METRIC_KEYS - {"tier_share", "intervals"})
             assert set(metrics["intervals"]) == {"speedup", "mat", "tokens_per_s"}
-            for name, e in metrics["intervals"].items():
-                assert e["low"] <= metrics[name] == e["value"] <= e["high"] and e["n"] >= 1
+            for name, e in metrics["intervals"].items():  # at most 4 questions: too few for an interval
+                assert metrics[name] == e["value"] and e["low"] is e["high"] is None and 1 <= e["n"] == len(e["values"])
             for tier in metrics.get("tiers", {}).values():  # hdlib's methods: what each tier drafted, and when
                 assert set(tier) == {"alone", "shared", "asked", "lookup_ms"}
                 assert all(isinstance(v, float) and v >= 0 for v in tier.values())
@@ -60,7 +60,7 @@ def test_metrics_follow_spec_bench_with_a_paired_speedup_and_repeats_pooled():
     assert m.tier_share == pytest.approx({"context": 6 / 40, "bonus": 34 / 40})
     assert m.draft_ms == pytest.approx(1e3 * 0.002 / 14) and m.overhead_frac == pytest.approx(0.5)
     assert {k: e.n for k, e in m.intervals.items()} == {"speedup": 2, "mat": 2, "tokens_per_s": 2}
-    assert m.intervals["speedup"].low <= m.speedup <= m.intervals["speedup"].high
+    assert not m.intervals["speedup"].has_interval and m.intervals["speedup"].values == pytest.approx((2.0, 1.0))
     # A second repeat of question 2, twice as slow and not `ar`'s: pooled with the first (60 tokens
     # in 3 s), and the question is no longer identical.
     fast.add(2, [turn(30, 10, 2.0, tiers={"bonus": 30})], [turn(30, 30, 1.0)])

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 
+import pytest
 from support.bench_inputs import METHODS, TOP_KEYS, bench_argv, synthetic, write_questions
 
 from hdlib.bench import BenchResults, QuestionRuns, Turn, fairness_line, identical_line
@@ -48,7 +49,8 @@ def test_figures(results):
     # each task with its number of questions, each bar with its 95 % interval
     assert list(speedup.data[0].x) == ["mt_bench (1)", "translation (1)", "rag (2)", "overall (4)"]
     bars = speedup.data[0]
-    assert len(bars.error_y.array) == len(bars.error_y.arrayminus) == 4 and min(bars.error_y.array) >= 0
+    # four questions are too few for an interval: no whisker (see test_a_bar_has_a_whisker_where_its_...)
+    assert len(bars.error_y.array) == len(bars.error_y.arrayminus) == 4 and set(bars.error_y.array) == {None}
     shares = {t.name: t for t in figures["tier_share"].data}
     assert shares["context"].marker.color == Tier.CONTEXT.color
     assert list(shares["bonus"].x) == ["ar", "hd:C"]  # transformers' methods have no tiers
@@ -73,6 +75,18 @@ def test_figures(results):
     assert list(bars.marker.color) == [Tier.STATISTICS.color, Tier.MODEL.color]
 
 
+def test_a_bar_has_a_whisker_where_its_estimate_has_an_interval():
+    from hdlib.viz.bench import speedup_figure
+
+    spread = {"value": 1.5, "low": 1.2, "high": 1.9, "n": 12, "over": "questions"}
+    few = {"value": 1.4, "low": None, "high": None, "n": 3, "over": "questions", "values": [1.2, 1.4, 1.6]}
+    data = synthetic({"ar": {"speedup": 1.0}, "hd": {"speedup": 1.5, "intervals": {"speedup": spread}}})
+    data["methods"]["hd"]["tasks"]["qa"] |= {"speedup": 1.4, "intervals": {"speedup": few}}
+    bars = speedup_figure(data).data[0]
+    assert list(bars.error_y.array) == [None, pytest.approx(0.4)]  # qa (3 questions), then overall (12)
+    assert list(bars.error_y.arrayminus) == [None, pytest.approx(0.3)]
+
+
 def test_cli_writes_json_and_an_offline_html_report(capsys, folder, tmp_path):
     questions = write_questions(tmp_path / "q.jsonl")
     out, report = tmp_path / "r.json", tmp_path / "r.html"
@@ -80,7 +94,7 @@ def test_cli_writes_json_and_an_offline_html_report(capsys, folder, tmp_path):
     printed = capsys.readouterr().out
     assert "ar vs hf: ar is" in printed and "hd:C" in printed and "identical_frac" in printed
     unindented = [line for line in printed.splitlines() if line[:1].strip()]
-    cells = [re.sub(r" \[[^\]]*\]", "", line).split() for line in unindented]  # intervals left out
+    cells = [re.sub(r" (\[[^\]]*\]|\([^)]*\))", "", line).split() for line in unindented]  # intervals left out
     rows = {c[0]: c for c in cells}  # each method's last row: the overall table's
     assert rows["hf"][4:6] == ["-", "-"]  # transformers' generate times no drafting apart: not shown as 0
     assert rows["hd:C"][4] != "-" and float(rows["hd:C"][4]) > 0

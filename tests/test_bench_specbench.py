@@ -64,16 +64,20 @@ def test_cli_refuses_bad_questions_before_loading_the_model(capsys, tmp_path, no
     assert [line.split(", line ")[1][0] for line in errors[1][:2]] == ["1", "2"]  # each skipped line reported
 
 
-def test_the_split_gives_each_category_first_half_to_dev_and_the_rest_to_report():
+def test_the_split_gives_each_category_first_half_to_dev_and_of_the_rest_each_tasks_last_9_in_40_to_sealed():
     rows = [Question(i, cat, ("x",)) for cat, n in (("writing", 10), ("coding", 10), ("qa", 80), ("rag", 5)) for i in
             range(1000 * len(cat), 1000 * len(cat) + n)]  # fmt: skip
-    dev, report = split(rows, "dev"), split(rows, "report")
-    assert len(dev) == 5 + 5 + 40 + 2 and len(report) == 5 + 5 + 40 + 3
-    assert {q.question_id for q in dev}.isdisjoint({q.question_id for q in report})
-    assert sorted(dev + report, key=rows.index) == rows
-    by_cat = {c: [q for q in rows if q.category == c] for c in ("writing", "qa", "rag")}
+    dev, report, sealed = split(rows, "dev"), split(rows, "report"), split(rows, "sealed")
+    # qa: 40 not dev, the last 9 sealed; mt_bench (writing, coding): 10 not dev, the last 2 sealed; rag: 3, none
+    assert len(dev) == 5 + 5 + 40 + 2 and len(report) == 8 + 31 + 3 and len(sealed) == 2 + 9
+    ids = [{q.question_id for q in s} for s in (dev, report, sealed)]
+    assert ids[0].isdisjoint(ids[1]) and ids[0].isdisjoint(ids[2]) and ids[1].isdisjoint(ids[2])
+    assert sorted(dev + report + sealed, key=rows.index) == rows
+    by_cat = {c: [q for q in rows if q.category == c] for c in ("writing", "coding", "qa", "rag")}
     assert [q for q in dev if q.category == "qa"] == by_cat["qa"][:40]  # the first half, in file order
     assert [q for q in report if q.category == "rag"] == by_cat["rag"][2:]
+    assert [q for q in sealed if q.category == "qa"] == by_cat["qa"][71:]  # the task's last 9 of its 40
+    assert sealed[:2] == by_cat["coding"][8:]  # MT-bench's categories as one task: its last questions
     assert per_task(report, 3)[:3] == by_cat["writing"][5:8]  # --split report --per-task 3: the report half's first
     with pytest.raises(HDError, match="unknown split 'test'"):
         split(rows, "test")

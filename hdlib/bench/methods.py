@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from itertools import permutations
 
+from hdlib.bench.arms import method_of, split_arm, with_arms
 from hdlib.bench.baselines import PROMPT_LOOKUP_TOKENS
 from hdlib.bench.paper_drafter import PaperSettings
 from hdlib.bench.serving import VLLM_METHODS, vllm_method
@@ -70,6 +71,9 @@ class Method:
 
     @classmethod
     def parse(cls, name: str) -> Method:
+        method, arm = split_arm(name)
+        if arm > 1:  # an A/A arm: the method itself, under the arm's name (hdlib.bench.arms)
+            return replace(cls.parse(method), name=name)
         base, budget = split_budget(name)
         if base == "ar":
             return cls(name)
@@ -190,8 +194,9 @@ def with_own_tables(method: Method) -> Method:
 
 
 def split_budget(name: str) -> tuple[str, int | None]:
-    """`hd:CMS@64` -> ("hd:CMS", 64); a name without `@` -> (name, None). `ar`, `hf` and `hf-pld`
-    take no `@N`."""
+    """`hd:CMS@64` -> ("hd:CMS", 64); a name without `@` -> (name, None); an arm's name as its method's
+    (`hd@64#2`). `ar`, `hf` and `hf-pld` take no `@N`."""
+    name = method_of(name)
     base, at, suffix = name.partition("@")
     if not at:
         return name, None
@@ -225,9 +230,16 @@ def expand(name: str) -> list[str]:
 
 
 def parse_methods(names: str | Sequence[str]) -> list[Method]:
-    """Method names ("hf,hd:C@8" or a list) -> methods, `ar` first, each once, hd:all-orders expanded."""
+    """Method names ("hf,hd:C@8" or a list) -> methods, `ar` first, hd:all-orders expanded; a method
+    named again is its next arm (`hd,hd`: `hd` and `hd#2`, an A/A run: hdlib.bench.arms); a first
+    `ar` named is the one that leads anyway."""
     items = [n.strip() for n in names.split(",")] if isinstance(names, str) else [n.strip() for n in names]
     if any(not n for n in items):
         raise HDError(f"empty method name in {names!r}")
-    expanded = [order for n in items for order in expand(n)]
-    return [Method.parse(n) for n in dict.fromkeys(["ar", *expanded])]
+    if "ar" in items:
+        items.remove("ar")
+    expanded: list[str] = []  # an order hd:all-orders gives and another name gave too is one method
+    for name in with_arms(["ar", *items]):
+        method, arm = split_arm(name)
+        expanded += [n for n in (o if arm == 1 else f"{o}#{arm}" for o in expand(method)) if n not in expanded]
+    return [Method.parse(n) for n in expanded]

@@ -12,7 +12,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from hdlib.bench.intervals import Comparison, Estimate, geometric_mean, mean, ratio_of_sums
+from hdlib.bench.intervals import (
+    Comparison,
+    Estimate,
+    by_repeat,
+    geometric_mean,
+    mean,
+    no_interval,
+    ratio_of_sums,
+    t_over_repeats,
+)
 from hdlib.bench.records import MethodResult, Metrics, QuestionRuns, TierMetrics, TierWork, Turn
 
 
@@ -78,7 +87,7 @@ def paired_ratio(ours: Mapping[int, float], theirs: Mapping[int, float]) -> Esti
     """The geometric mean over the questions both answered of ours / theirs, with its interval
     (a question where either made nothing is left out: no ratio)."""
     ratios = [ours[q] / theirs[q] for q in ours if q in theirs and ours[q] > 0 and theirs[q] > 0]
-    return geometric_mean(ratios) if ratios else Estimate(0.0, 0.0, 0.0, 0)
+    return geometric_mean(ratios) if ratios else no_interval(0.0, [])
 
 
 def tallies(records: Sequence[QuestionRuns], method_names: Sequence[str]) -> dict[str, dict[str, Tally]]:
@@ -106,10 +115,23 @@ def aggregate(records: Sequence[QuestionRuns], method_names: Sequence[str]) -> d
 
 
 def compare(records: Sequence[QuestionRuns], a: str, b: str) -> Comparison:
-    """Method `a` against method `b`: the paired per-question throughput ratio, overall and per task."""
+    """Method `a` against method `b`: the paired per-question throughput ratio (each question's repeats
+    pooled), overall and per task, with its interval over questions; and where the run has several
+    repeats, each repeat's geometric mean over its questions of the same ratio, with its t-interval
+    over repeats (at least five; fewer: the repeats, no interval)."""
     per = tallies(records, [a, b])
     ratios = {key: paired_ratio(per[a][key].throughputs(), per[b][key].throughputs()) for key in per[a]}
-    return Comparison(a, b, ratios.pop("overall"), ratios)
+    repeats = {r.repeat for r in records}
+    if len(repeats) < 2:
+        return Comparison(a, b, ratios.pop("overall"), ratios)
+
+    def rate(turns: Sequence[Turn]) -> float:
+        wall = sum(t.wall_s for t in turns)
+        return sum(t.tokens for t in turns) / wall if wall > 0 else 0.0
+
+    each = {(r.question_id, r.repeat): rate(r.runs[a]) / rate(r.runs[b]) for r in records
+            if rate(r.runs[a]) > 0 and rate(r.runs[b]) > 0}  # fmt: skip
+    return Comparison(a, b, ratios.pop("overall"), ratios, t_over_repeats(list(by_repeat(each).values())))
 
 
 def split_by_machine(records: Sequence[QuestionRuns], method_names: Sequence[str]) -> list[dict[str, Any]]:

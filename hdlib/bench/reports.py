@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from hdlib import presentation
-from hdlib.bench.intervals import Estimate
+from hdlib.bench.arms import twins
+from hdlib.bench.intervals import MARGIN, Estimate, aa_margin
 from hdlib.bench.methods import Method
 from hdlib.bench.records import WITH_INTERVALS, BenchResults, Metrics, Results, TierMetrics
 from hdlib.models.cpu import machine_label
@@ -133,14 +134,21 @@ def table(results: Results, metric: str = "speedup") -> str:
 
 
 def comparisons_table(results: Results) -> str:
-    """Each paired comparison of the run, overall and per task: A/B with its interval and questions,
-    and the verdict ('on par' where the interval holds 1); "" where the run made none."""
+    """Each paired comparison of the run, overall and per task: A/B with its intervals and questions,
+    and the verdict (`hdlib.bench.intervals.verdict`, with the margin of the run's own A/A arms where
+    it has them); "" where the run made none."""
     r = BenchResults.of(results)
     if not r.comparisons:
         return ""
-    lines = ["paired comparisons (geometric mean of the per-question ratio of tokens per second, 95 % interval):"]
+    within = aa_margin(r.comparisons)
+    source = "this run's A/A arms" if within > MARGIN else f"±{100 * MARGIN:.0f} %"
+    lines = [
+        "paired comparisons (geometric mean of the per-question ratio of tokens per second, 95 % interval over "
+        "questions, and over repeats with five or more; faster or slower where every interval excludes 1, on par "
+        f"where every one lies within ±{100 * within:.0f} % ({source}), else not told apart):"
+    ]
     for c in r.comparisons:
-        lines.append(f"  {c.sentence()}")
+        lines.append(f"  {c.sentence(MARGIN if twins([c.a, c.b]) else within)}")  # an A/A pair: held to MARGIN
         lines += [f"    {task} ({e.n} q): {e.describe(suffix='x')}" for task, e in c.tasks.items()]
     return "\n".join(lines)
 

@@ -7,11 +7,17 @@ own. A malformed line (not JSON, a field missing or of the wrong type, no turns,
 `on_bad_line` (what `hdlib bench` does) each bad line is reported through it and skipped, so a run
 is never shortened silently, and a file left with no question at all is refused.
 
-The tuning split (`split`): within each category, in file order, the first half of its questions
-(rounded down) is the dev half, for choosing constants, and the rest the report half, for the
-numbers the docs show. On Spec-Bench's 480 questions that is 240 and 240: 40 of each task's 80
-(MT-bench's eight categories give 5 of their 10 each), and the first questions of every task, on
-which hdlib's constants were chosen before the split existed, are dev questions.
+The splits (`split`): within each category, in file order, the first half of its questions
+(rounded down) is the dev half, for choosing constants; of the rest, each task's last 9 in 40
+(`SEALED_SHARE`, rounded down) are the sealed split, and the others the report split, for the
+numbers the docs show. On Spec-Bench's 480 questions that is 240 dev (40 of each task's 80;
+MT-bench's eight categories give 5 of their 10 each), 186 report and 54 sealed, 9 of each task: the
+first questions of every task, on which hdlib's constants were chosen before the split existed, are
+dev questions, and the sealed ones are the only questions that no result committed before the
+sealed split existed had asked (the served runs had taken the report questions from each task's
+start). The sealed split is for one thing: a comparison written as a plan first (its methods,
+questions, repeats, measures and the rule its verdicts follow, committed), then run once, at the end
+of a piece of work, and reported as it came out; nothing is chosen or tuned on it.
 """
 
 from __future__ import annotations
@@ -25,7 +31,8 @@ from hdlib.errors import HDError
 
 MT_BENCH = frozenset({"writing", "roleplay", "reasoning", "math", "coding", "extraction", "stem", "humanities"})
 TASKS = ("mt_bench", "translation", "summarization", "qa", "math_reasoning", "rag")
-SPLITS = ("dev", "report")
+SPLITS = ("dev", "report", "sealed")
+SEALED_SHARE = (9, 40)  # of each task's non-dev questions, the last 9 in 40 are sealed: Spec-Bench's 9 of 40
 
 
 @dataclass(frozen=True)
@@ -119,12 +126,22 @@ def _task_order(task: str) -> int:
 
 
 def split(questions: Sequence[Question], half: str) -> list[Question]:
-    """The `half` ("dev" or "report") of `questions`, in file order: per category, the first half of
-    its questions (rounded down) is dev, the rest report (see the module docstring)."""
+    """The split `half` ("dev", "report" or "sealed") of `questions`, in file order: per category, the
+    first half of its questions (rounded down) is dev; of the rest, per task, the last 9 in 40
+    (rounded down) are sealed, the others report (see the module docstring)."""
     if half not in SPLITS:
         raise HDError(f"unknown split {half!r}: choose from {', '.join(SPLITS)}")
     by_category: dict[str, list[Question]] = {}
     for q in questions:
         by_category.setdefault(q.category, []).append(q)
     dev = {q.question_id for group in by_category.values() for q in group[: len(group) // 2]}
-    return [q for q in questions if (q.question_id in dev) == (half == "dev")]
+    rest: dict[str, list[int]] = {}
+    for q in questions:
+        if q.question_id not in dev:
+            rest.setdefault(q.task, []).append(q.question_id)
+    sealed_n, of = SEALED_SHARE
+    sealed = {i for ids in rest.values() for i in ids[len(ids) - len(ids) * sealed_n // of :]}
+    found = {"dev": dev, "sealed": sealed}.get(half)
+    if found is None:  # report: neither
+        return [q for q in questions if q.question_id not in dev and q.question_id not in sealed]
+    return [q for q in questions if q.question_id in found]

@@ -48,11 +48,12 @@ def _error_bars(metrics: list[Metrics], key: str) -> dict[str, object] | None:
     found = [m.intervals.get(key) for m in metrics]
     if any(e is None for e in found):
         return None
+    # a bar over too few questions for an interval gets none (plotly draws no whisker for a null)
     return {
         "type": "data",
         "symmetric": False,
-        "array": [e.high - e.value for e in found],  # type: ignore[union-attr]
-        "arrayminus": [e.value - e.low for e in found],  # type: ignore[union-attr]
+        "array": [e.high - e.value if e.has_interval else None for e in found],  # type: ignore[union-attr, operator]
+        "arrayminus": [e.value - e.low if e.has_interval else None for e in found],  # type: ignore[union-attr, operator]
         "thickness": 1.2,
         "width": 3,
     }

@@ -78,7 +78,7 @@ def temperature_points(data: Mapping[str, Any], source: str = "") -> list[Temper
             date = str(run.get("date", data.get("date", "?")))
             rule = str(run.get("sampling_rule", ""))
             spread = hd.intervals.get("speedup")
-            interval = (spread.low, spread.high) if spread else None
+            interval = (spread.low, spread.high) if spread and spread.has_interval else None
             points.append(
                 TemperaturePoint(
                     temperature,

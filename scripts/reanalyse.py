@@ -1,0 +1,98 @@
+"""Recompute the intervals of committed results with today's estimators (hdlib.bench.intervals), from
+the per-question records each file holds or has beside it; nothing is measured again.
+
+    python -m scripts.reanalyse [FILE ...]      (default: every file it knows how to read, under benchmarks/results/)
+
+`hdlib bench` results with their raw records (NAME.raw.jsonl): each method's metrics and the paired
+comparisons, from the records alone (`hdlib.bench.metrics`), only for files that carry intervals.
+benchmarks/served_load.py's results: each method's summary and the comparisons, from the answers the
+file holds (`benchmarks.served_load.summarize`, `compare`). Every value (a speedup, a MAT, a ratio)
+must come out as the file has it, or the file is left alone and named: only the intervals change. A
+file rewritten says so in its `analysis` field. tests/test_reanalyse.py checks that running it again
+changes nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from benchmarks.common import RESULTS
+from hdlib.bench.records import QuestionRuns
+
+NOTE = (
+    "intervals recomputed from the file's own records by scripts/reanalyse.py with hdlib.bench.intervals as of "
+    "issue 57 (over questions: a BCa bootstrap of whole questions, each with its repeats, widened for few "
+    "questions, none under 6; over repeats: a t-interval, none under 5); every value as the run wrote it"
+)
+
+
+def bench(data: Mapping[str, Any], raw: Path) -> dict[str, Any]:
+    from hdlib.bench.metrics import aggregate, compare
+
+    lines = [json.loads(line) for line in raw.read_text(encoding="utf-8").splitlines() if line.strip()]
+    settings = lines[0]["settings"]
+    records = {(r.question_id, r.repeat): r for r in map(QuestionRuns.from_json, lines[1:])}
+    repeats = int(settings.get("repeats", 1))
+    answered = [records[(q, r)] for r in range(repeats) for q in settings["question_ids"]]
+    names = list(data["methods"])
+    methods = {n: m.to_json() for n, m in aggregate(answered, names).items()}
+    pairs = [(c["a"], c["b"]) for c in data.get("comparisons", [])]
+    out = dict(data) | {"methods": methods, "comparisons": [compare(answered, a, b).to_json() for a, b in pairs]}
+    return out
+
+
+def served(data: Mapping[str, Any]) -> dict[str, Any]:
+    from benchmarks.served_load import compare, summarize
+
+    runs = data["runs"]
+    summary = {m: {c: summarize(runs[m][c], runs["vllm"][c] if m != "vllm" else None) for c in runs[m]} for m in runs}
+    pairs = [(c["a"], c["b"]) for c in data["comparisons"]]
+    return dict(data) | {"summary": summary, "comparisons": compare(runs, pairs, data["concurrency"])}
+
+
+def values_kept(before: Any, after: Any, path: str = "") -> list[str]:
+    """Where a value (not an interval's bound, not a per-unit list) differs between the two."""
+    if isinstance(before, Mapping) and isinstance(after, Mapping):
+        keys = [k for k in before if k not in ("low", "high", "values", "over", "n")]
+        return [d for k in keys if k in after for d in values_kept(before[k], after[k], f"{path}.{k}")]
+    if isinstance(before, float) and isinstance(after, float):
+        return [] if math.isclose(before, after, rel_tol=1e-9, abs_tol=1e-12) else [path]
+    return []
+
+
+def reanalysed(path: Path) -> dict[str, Any] | None:
+    """The file at `path` with today's intervals, or None where it is not one this script reads."""
+    data = json.loads(path.read_text(encoding="utf-8"))
+    raw = path.with_name(path.stem + ".raw.jsonl")
+    if "methods" in data and raw.exists() and '"low"' in json.dumps(data["methods"]):
+        out = bench(data, raw)
+    elif "summary" in data and isinstance(data.get("runs"), Mapping) and "comparisons" in data:
+        out = served(data)
+    else:
+        return None
+    changed = values_kept(data, out)
+    if changed:
+        raise SystemExit(f"{path}: values would change, not only intervals ({', '.join(changed[:5])}): left alone")
+    return out | {"analysis": NOTE}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("files", nargs="*", type=Path)
+    args = parser.parse_args(argv)
+    for path in args.files or sorted(RESULTS.rglob("*.json")):
+        out = reanalysed(path)
+        if out is not None:
+            path.write_text(json.dumps(out, indent=1) + "\n", encoding="utf-8")
+            print(f"rewrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
