@@ -19,18 +19,16 @@ pages every step (0.6 ms of the step on the 2-core EPYC), which is why the verif
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from benchmarks.common import results_path
+from benchmarks.common import results_path, write_results
 from benchmarks.markdown import f3, table
 from hdlib.engine.choices import SoftmaxBuffer, model_choices, top_tokens
-from hdlib.models.cpu import describe_machine, median_seconds
+from hdlib.models.cpu import median_seconds
 
 ROUNDS, CALLS = 5, 50  # timed rounds (their median is kept), calls per round
 
@@ -64,13 +62,10 @@ def main() -> None:
     result = {
         "what": "the greedy acceptance phase's parts on (rows, vocab) float32 logits, "
         f"median ms of {ROUNDS} rounds of {CALLS}",
-        "command": " ".join(["python -m benchmarks.accept_phase", *sys.argv[1:]]),
-        "machine": describe_machine(),
         "shape": [args.rows, args.vocab],
         "ms": ms,
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=1) + "\n")
+    write_results(args.out, "accept_phase", **result)
 
 
 def tables(data: Mapping[str, Any]) -> list[str]:

@@ -30,7 +30,7 @@ from typing import Any
 
 import torch
 
-from benchmarks.common import results_path
+from benchmarks.common import results_path, write_results
 from benchmarks.markdown import count, f2, f3, table
 from hdlib.decoding import generate
 from hdlib.engine import loop
@@ -47,7 +47,6 @@ from hdlib.engine.verifier import (
 )
 from hdlib.models.cpu import describe_machine
 from hdlib.models.loading import LoadedModel, load_model
-from hdlib.store import write_text_atomic
 from hdlib.tiers import Tier
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -209,8 +208,7 @@ def main() -> None:
         "runs": rows,
         "wall_s": round(time.perf_counter() - began, 1),
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    write_text_atomic(args.out, json.dumps(result, indent=1))
+    write_results(args.out, "cache_speed", lm=lm, **result)
     print(json.dumps({k: result[k] for k in ("machine", "all_identical", "passes", "summary", "wall_s")}, indent=1))
 
 

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from hdlib.bench.specbench import Question
+    from hdlib.engine.forward_time import ForwardProfile
     from hdlib.models.loading import LoadedModel
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -46,11 +47,13 @@ def results_path(name: str) -> Path:
 def spec_bench_parser(doc: str, methods: str, out: str) -> argparse.ArgumentParser:
     """--questions (Spec-Bench's file, required), --per-task, --split, --max-new-tokens, --methods,
     --out (default: `out` in this machine's results folder)."""
+    from hdlib.bench.specbench import SPLITS
+
     parser = argparse.ArgumentParser(description=doc.split("\n")[0])
     parser.add_argument("--questions", type=Path, required=True, help=QUESTIONS_HELP)
     parser.add_argument("--per-task", type=int, default=2)
     parser.add_argument(
-        "--split", choices=("dev", "report"), default=None, help="only this half of the questions (default: all)"
+        "--split", choices=SPLITS, default=None, help="only this split of the questions (default: all)"
     )
     parser.add_argument("--max-new-tokens", type=int, default=128)
     parser.add_argument("--methods", default=methods)
@@ -58,26 +61,48 @@ def spec_bench_parser(doc: str, methods: str, out: str) -> argparse.ArgumentPars
     return parser
 
 
-def load(args: argparse.Namespace) -> tuple[list[Question], LoadedModel]:
+def questions_of(args: argparse.Namespace, half: str | None = None) -> list[Question]:
+    """The questions `--questions`, `--split` (or `half`) and `--per-task` choose."""
     from hdlib.bench.specbench import load_questions, per_task, split
-    from hdlib.models.loading import load_model
 
     questions = load_questions(args.questions)
-    if getattr(args, "split", None):
-        questions = split(questions, args.split)
-    return per_task(questions, args.per_task), load_model("smollm2-135m")
+    half = half or getattr(args, "split", None)
+    return per_task(split(questions, half) if half else questions, args.per_task)
 
 
-def write_results(out: Path | str, script: str, **fields: object) -> None:
+def load(args: argparse.Namespace) -> tuple[list[Question], LoadedModel]:
+    from hdlib.models.loading import load_model
+
+    return questions_of(args), load_model("smollm2-135m")
+
+
+def write_results(
+    out: Path | str,
+    script: str,
+    *,
+    lm: LoadedModel | None = None,
+    profile: ForwardProfile | None = None,
+    serving: bool = False,
+    **fields: object,
+) -> None:
     """Write a script's results to `out`: its command as run, the date, this machine, the packaged
-    model, then `fields`."""
+    model, what made them (`provenance`, `hdlib.bench.provenance`), then `fields`.
+
+    `lm`: the model the script loaded (its kernel choices are recorded); `profile`: the forward profile
+    its auto budget weighed drafts against, where it used one (`hdlib.decoding.forward_profile(lm)`,
+    as `generate` does); `serving`: it served through vLLM's environment, whose versions are asked
+    too. `fields` holding their own `provenance` (a `hdlib bench` run's, made at its start) keep it.
+    """
     import json
     import sys
     import time
 
+    from hdlib.bench.provenance import provenance
     from hdlib.models.cpu import describe_machine
     from hdlib.store import write_text_atomic
 
+    if "provenance" not in fields:
+        fields = {"provenance": provenance(lm, profile, serving), **fields}
     results = {
         "command": " ".join([f"python -m benchmarks.{script}", *sys.argv[1:]]),
         "date": time.strftime("%Y-%m-%d"),
@@ -85,5 +110,6 @@ def write_results(out: Path | str, script: str, **fields: object) -> None:
         "model": "smollm2-135m",
         **fields,
     }
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
     write_text_atomic(Path(out), json.dumps(results, indent=1) + "\n")
     print(f"written to {out}")

@@ -14,16 +14,15 @@ from __future__ import annotations
 import argparse
 import json
 import platform
-import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from benchmarks.common import results_path
+from benchmarks.common import results_path, write_results
 from benchmarks.markdown import code, f2, pct, table, x
-from hdlib import generate, load_model
+from hdlib import forward_profile, generate, load_model
 
 ROOT = Path(__file__).resolve().parents[1]
 METHODS = {"plain": ((), 0), "hd k=8": ("context", 8), "hd k=16": ("context", 16), "hd auto": ("context", None)}
@@ -82,22 +81,12 @@ def main() -> None:
             f"{m:10} {v['speedup']:8.2f} {v['mat']:6.2f} {100 * v['overhead_frac']:8.2f}% "
             f"{100 * v['identical_frac']:9.0f}%"
         )
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(
-        json.dumps(
-            {
-                "command": f"python -m benchmarks.context_tier --max-new-tokens {args.max_new_tokens}",
-                "date": time.strftime("%Y-%m-%d"),
-                "machine": (
-                    f"{platform.processor() or platform.machine()}, {torch.get_num_threads()} threads, {lm.device}"
-                ),
-                "model": lm.name,
-                "overall": overall,
-                "prompts": per_prompt,
-            },
-            indent=1,
-        )
-    )
+    machine = f"{platform.processor() or platform.machine()}, {torch.get_num_threads()} threads, {lm.device}"
+    write_results(
+        args.out, "context_tier", lm=lm, profile=forward_profile(lm),
+        command=f"python -m benchmarks.context_tier --max-new-tokens {args.max_new_tokens}", machine=machine,
+        model=lm.name, overall=overall, prompts=per_prompt,
+    )  # fmt: skip
 
 
 def tables(data: Mapping[str, Any]) -> list[str]:

@@ -18,13 +18,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import results_path
+from benchmarks.common import results_path, write_results
 from benchmarks.markdown import code, f1, f2, table
 from hdlib.decoding import generate
 from hdlib.engine.forward_time import measure_forward
 from hdlib.models.cpu import PREPACK_CHOICES, describe_machine
 from hdlib.models.loading import load_model
-from hdlib.store import write_text_atomic
 
 ROOT = Path(__file__).resolve().parents[1]
 KS = (1, 2, 3, 4, 5, 6, 8, 12, 16, 24, 32)
@@ -72,8 +71,7 @@ def main() -> None:
     result["forward_ratio_to_none"] = {
         m: [round(a / b, 3) for a, b in zip(v, base)] for m, v in result["forward_ms"].items()
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    write_text_atomic(args.out, json.dumps(result, indent=1))
+    write_results(args.out, "cpu_forward", lm=models["all"], **result)  # the kernel choices "all" and "head" read
     print(
         json.dumps({k: result[k] for k in ("forward_ms", "plain_tokens_per_s", "greedy_identical_to_none")}, indent=1)
     )

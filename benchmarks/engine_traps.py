@@ -16,7 +16,6 @@ budget spent for nothing). Medians of repeated calls.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import time
@@ -26,11 +25,10 @@ from typing import Any
 
 import torch
 
-from benchmarks.common import results_path
+from benchmarks.common import results_path, write_results
 from benchmarks.markdown import count, f3, table
 from hdlib.engine.sampling import Warp
 from hdlib.models.cpu import describe_machine, median_seconds
-from hdlib.store import write_text_atomic
 from hdlib.tiers import ContextTier
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -116,8 +114,7 @@ def main() -> None:
         "sampling_warp": sampling_times(args.repeats) + model_sampling_times(args.repeats),
         "context_loop": context_times(args.repeats),
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    write_text_atomic(args.out, json.dumps(results, indent=1))
+    write_results(args.out, "engine_traps", **results)
 
 
 def tables(data: Mapping[str, Any]) -> list[str]:

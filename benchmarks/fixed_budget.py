@@ -18,14 +18,13 @@ side, interleaved turn by turn, so that their speeds against `ar` can be compare
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
-from benchmarks.common import load, spec_bench_parser
+from benchmarks.common import load, spec_bench_parser, write_results
 from benchmarks.markdown import code, count, f1, f2, f3, pct, table, x
 from hdlib.databases.registry import load_tier
 from hdlib.decoding import generate
@@ -36,7 +35,6 @@ from hdlib.engine.prior import AcceptancePrior
 from hdlib.engine.trace import Generation
 from hdlib.engine.value import ValueBudget
 from hdlib.models.cpu import describe_machine
-from hdlib.store import write_text_atomic
 from hdlib.tiers import ContextTier, RecycledTier, Tier
 
 
@@ -139,8 +137,8 @@ def main() -> None:
         "budget": int(args.budget) if args.budget.isdigit() else args.budget,
         "methods": methods,
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    write_text_atomic(args.out, json.dumps(results, indent=1))
+    profile = load_or_measure(lm.model) if "auto" in budgets else None  # what `generate`'s auto budget read
+    write_results(args.out, "fixed_budget", lm=lm, profile=profile, **results)
     for name, m in methods.items():
         parts_line = ", ".join(f"{p} {v['accepted']}/{v['drafted']}" for p, v in m["parts"].items())
         print(

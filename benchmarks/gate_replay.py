@@ -20,7 +20,6 @@ expected accepted tokens of the tree drafted before it (`hdlib.engine.gate.EXPEC
 
 from __future__ import annotations
 
-import json
 import sys
 import tempfile
 import time
@@ -29,7 +28,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import load, spec_bench_parser
+from benchmarks.common import load, spec_bench_parser, write_results
 from benchmarks.markdown import code, count, f1, f2, pct, table, x
 from hdlib.databases.registry import make_tier
 from hdlib.engine.drafter import Drafter
@@ -41,7 +40,6 @@ from hdlib.engine.trace import Generation
 from hdlib.engine.value import ValueBudget
 from hdlib.models.cpu import describe_machine
 from hdlib.models.loading import LoadedModel
-from hdlib.store import write_text_atomic
 from hdlib.tiers import DEFAULT_TIERS, Tier
 
 METHODS = {"hd": True, "hd+ask-all": False}  # name -> the gate on
@@ -154,7 +152,7 @@ def main() -> None:
         "methods": methods,
         "gate_decisions": decisions,
     }
-    write_text_atomic(args.out, json.dumps(results, indent=1) + "\n")
+    write_results(args.out, "gate_replay", lm=lm, profile=profile, **results)  # the fast device's flat profile
     for name, m in methods.items():
         o = m["overall"]
         asked = ", ".join(f"{x} {100 * a:.0f} %" for x, a in o["asked"].items())

@@ -15,6 +15,7 @@ The JSON holds one object per section, each with its seconds; a section that rai
 (the traceback is on stderr), a piece that this device or this hdlib lacks is "unavailable":
 
   meta        device, torch, CUDA and transformers versions, the checkout's commit, the plan
+  provenance  what made the result, as in every results file (`hdlib.bench.provenance`)
   lossless    tiny Llama and Gemma 3 on the device in float32 and bfloat16: random prompts, tier sets
               with an oracle tier, fixed, adaptive and value-tree budgets, greedy; and sampled HD
               against plain sampling with the same seed (the default Gumbel rule). Every answer that
@@ -54,6 +55,7 @@ from benchmarks.gpu_checks.lossless import lossless
 from benchmarks.gpu_checks.model import build, forward, memory
 from benchmarks.gpu_checks.report import GPU, SMOKE, Report, meta
 from benchmarks.markdown import code, f1, f2, table, x
+from hdlib.bench.provenance import provenance
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -71,6 +73,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     path = args.out or Path(os.environ.get("OUT") or ".") / "gpu_check.json"
     report = Report(path, plan)
     report.section("meta", meta, plan, smoke)
+    report.data["provenance"] = dict(provenance())  # as every results file: commit, versions, host
     report.section("lossless", lossless, plan)
     with torch.no_grad():
         model = report.section("model", build, plan)

@@ -14,13 +14,12 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import sys
 import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import RESULTS, UNRECORDED, results_path
+from benchmarks.common import RESULTS, UNRECORDED, results_path, write_results
 from benchmarks.markdown import count, f2, table
 from hdlib.bench.intervals import percentile
 from hdlib.databases.registry import load_tier, lookup_latency
@@ -52,10 +51,7 @@ def main() -> None:
             row = {"median_ms": round(statistics.median(ms), 4), "p99_ms": round(percentile(ms, 0.99), 4)}
             results["tiers"].setdefault(tier.name, {})[str(budget)] = row
             print(f"{tier.name:10} budget {budget:2}: median {row['median_ms']:.3f} ms, p99 {row['p99_ms']:.3f} ms")
-    results["command"] = " ".join(["python -m benchmarks.lookup_latency", *sys.argv[1:]])
-    results["date"] = time.strftime("%Y-%m-%d")
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(results, indent=1))
+    write_results(args.out, "lookup_latency", lm=lm, **results)
 
 
 def tables(data: Mapping[str, Any]) -> list[str]:

@@ -30,7 +30,7 @@ from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import results_path
+from benchmarks.common import results_path, write_results
 from benchmarks.markdown import code, count, f1, f2, f3, table
 from hdlib.models.cpu import describe_machine
 from hdlib.models.loading import DEFAULT_MODEL, load_text
@@ -182,8 +182,7 @@ def main() -> None:
     results["answers_per_s_vs_transformers"] = {
         k: round(v["answers_per_s"] / base, 2) for k, v in results["builds"].items()
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(results, indent=1) + "\n")
+    write_results(args.out, "model_db_engines", serving=True, **results)  # vLLM's builds ran in .venv-vllm
     print(json.dumps(results["answers_per_s_vs_transformers"]), "->", args.out)
 
 

@@ -218,7 +218,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             cells.append(cell)
     data: dict[str, Any] = {"cells": cells, "index_32k_ms": index_32k(stream), "steps": args.steps,
                             "repeats": args.repeats, "emitted": args.emitted, "step_ms": args.step_ms}  # fmt: skip
-    write_results(args.out, "benchmarks.proposer_cost", **data)
+    write_results(args.out, "proposer_cost", **data)
     print("\n\n".join(tables(data)))
 
 

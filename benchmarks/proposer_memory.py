@@ -120,7 +120,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         "bound_mib": proposer.drafter.max_bytes / 2**20, "records": records,
         "resident_second_half": [min(half), max(half)], "resident_growth_pct": 100 * (half[-1] / half[0] - 1),
     }  # fmt: skip
-    write_results(args.out, "benchmarks.proposer_memory", **data)
+    write_results(args.out, "proposer_memory", **data)
     print("\n\n".join(tables(data)))
 
 

@@ -233,6 +233,7 @@ def main() -> None:
     write_results(
         args.out,
         "proposer_replay",
+        lm=lm,  # its kernels wrote the plain answers replayed
         questions=len(questions),
         max_new_tokens=args.max_new_tokens,
         rows=args.rows,

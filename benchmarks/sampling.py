@@ -48,7 +48,7 @@ def main() -> None:
             print(f"temperature {temperature:g}\n{table(results, metric)}", end="\n\n", flush=True)
         results["date"] = time.strftime("%Y-%m-%d")
         runs.append(results)
-    write_results(args.out, "sampling", runs=runs)
+    write_results(args.out, "sampling", provenance=runs[0]["provenance"], runs=runs)  # the first run's, from its start
 
 
 def tables(data: Mapping[str, Any]) -> list[str]:

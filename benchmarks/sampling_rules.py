@@ -14,16 +14,15 @@ question, so the drift of a shared machine hits both alike.
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 from collections.abc import Mapping
 from typing import Any
 
-from benchmarks.common import load, spec_bench_parser
+from benchmarks.common import load, spec_bench_parser, write_results
 from benchmarks.markdown import f1, f2, x
 from benchmarks.markdown import table as markdown_table
-from hdlib.decoding import generate
+from hdlib.decoding import forward_profile, generate
 from hdlib.engine.sampling import SAMPLING_RULES
 from hdlib.models.cpu import describe_machine
 
@@ -119,8 +118,7 @@ def main() -> None:
         "questions": len(questions),
         "runs": runs,
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=1))
+    write_results(args.out, "sampling_rules", lm=lm, profile=forward_profile(lm), **result)
 
 
 def tables(data: Mapping[str, Any]) -> list[str]:

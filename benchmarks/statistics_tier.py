@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.common import results_path
+from benchmarks.common import results_path, write_results
 from benchmarks.markdown import count, f1, f2, f3, pct, table
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -308,9 +308,7 @@ def main() -> None:
         "answer_settings": [args.model_prompts, args.max_new_tokens],
         "model_answers": answers,
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=1) + "\n")
-    print(f"wrote {args.out}", file=sys.stderr)
+    write_results(args.out, "statistics_tier", lm=lm, **report)
 
 
 def compare_suffix_sorts(tokens: np.ndarray) -> dict:

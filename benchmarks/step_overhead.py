@@ -30,7 +30,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import QUESTIONS_HELP, results_path
+from benchmarks.common import QUESTIONS_HELP, results_path, write_results
 from benchmarks.markdown import code, count, f1, f2, table
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -198,8 +198,7 @@ def main() -> None:
         "questions": n,
     }
     args.out = args.out or results_path("step_overhead.json")  # here, not in the workers: they import no hdlib early
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(out, indent=1) + "\n")
+    write_results(args.out, "step_overhead", **out)  # this checkout's; the workers load the model
     b, t = result["base"], result["this"]
     print(
         f"overhead per step: base {b['overhead_ms_per_step']:.1f} ms, this {t['overhead_ms_per_step']:.1f} ms "

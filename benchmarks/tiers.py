@@ -10,11 +10,9 @@ the share of identical outputs per task; writes the full results as JSON.
 
 from __future__ import annotations
 
-import json
 import sys
-import time
 
-from benchmarks.common import load, spec_bench_parser
+from benchmarks.common import load, spec_bench_parser, write_results
 from hdlib.bench import progress_line, run_benchmark, table
 
 
@@ -27,12 +25,9 @@ def main() -> None:
         print(progress_line(question, runs), file=sys.stderr, flush=True)
 
     results = run_benchmark(lm, questions, args.methods.split(","), args.max_new_tokens, progress).to_json()
-    results["command"] = " ".join(["python -m benchmarks.tiers", *sys.argv[1:]])
-    results["date"] = time.strftime("%Y-%m-%d")
     for metric in ("speedup", "mat", "identical_frac"):
         print(table(results, metric), end="\n\n")
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(results, indent=1))
+    write_results(args.out, "tiers", **results)  # with the run's provenance, made at its start
 
 
 if __name__ == "__main__":

@@ -65,6 +65,28 @@ def test_the_fields_drafters_run_as_methods_each_with_a_table_of_its_own(lm, mon
     assert len(set.union(*tables.values())) == 4  # one table per method, kept across its questions
 
 
+def test_a_method_named_twice_runs_as_an_aa_pair_with_tables_of_its_own_and_is_compared_unasked(lm, monkeypatch):
+    """`suffix,suffix`: two arms, each with its own SuffixDecoding tree, answering alike; the run
+    compares the second arm with the first, over questions and, with five repeats, over repeats."""
+    tables: dict[str, dict[int, object]] = {}  # the tables themselves are held: a freed one's id could come back
+    real = hdlib.bench.run.answer_question
+
+    def spy(lm, question, method, *args, **kwargs):
+        tables.setdefault(method.name, {}).update((id(t), t) for t in method.tiers if isinstance(t, OWN))
+        return real(lm, question, method, *args, **kwargs)
+
+    needs_arctic_inference()
+    monkeypatch.setattr(hdlib.bench.run, "answer_question", spy)
+    questions = [Question(i, "qa", (f"hello how hello how {i}",)) for i in range(1, 7)]
+    r = run_benchmark(lm, questions, "suffix,suffix", max_new_tokens=12, repeats=5)
+    assert list(r.methods) == ["ar", "suffix", "suffix#2"]
+    assert all(r.methods[n].overall.identical_frac == 1.0 for n in ("suffix", "suffix#2"))
+    assert len(tables["suffix"]) == len(tables["suffix#2"]) == 5 and tables["suffix"].keys().isdisjoint(
+        tables["suffix#2"])  # fmt: skip
+    aa = r.comparison("suffix#2", "suffix")
+    assert aa is not None and aa.overall.n == 6 and aa.by_repeat is not None and aa.by_repeat.n == 5
+
+
 def test_lossless_methods_reproduce_ar_and_plain_methods_take_one_token_per_step(results):
     methods = results.to_json()["methods"]
     for name in ["ar", *METHODS]:
@@ -143,8 +165,8 @@ def test_reversing_the_methods_leaves_each_hd_methods_first_budget_and_prior_unc
         (["--repeats", "0"], "must be at least 1"),
         (["--split", "half"], "invalid choice: 'half'"),
         (["--compare", "hf"], "two different method names, A,B, are needed"),
-        (["--compare", "hf,suffix"], "--compare hf,suffix: two methods of the same pass are needed"),
-        (["--methods", "hd,vllm-hd", "--compare", "hd,vllm-hd"], "two methods of the same pass"),
+        (["--compare", "hf,suffix"], "--compare hf,suffix: two different methods of the same pass are needed"),
+        (["--methods", "hd,vllm-hd", "--compare", "hd,vllm-hd"], "two different methods of the same pass"),
     ],
 )
 def test_cli_refuses_bad_arguments_before_loading_the_model(capsys, tmp_path, no_model_load, extra, message):

@@ -3,6 +3,7 @@ the second pass in vLLM's environment and a kill passed on to it."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import threading
@@ -77,3 +78,42 @@ def test_a_killed_bench_passes_the_kill_on_to_its_vllm_pass(tmp_path, monkeypatc
     with pytest.raises(serving.Terminated), serving.stop_on_terminate():
         serving.second_pass(["bench", "--methods", "vllm", "--out", "r.json"], ["vllm"], tmp_path / "r.json")
     assert mark.read_text() == "stopped\n"  # the vLLM pass was told, and has ended
+
+
+def test_each_compare_pair_goes_to_the_pass_that_runs_both_its_methods(tmp_path, monkeypatch, folder, capsys):
+    """The new user's command: --compare hd:C,hf-pld is made in the first pass, --compare
+    vllm-hd,vllm-suffix in vLLM's, which is handed that pair alone (it used to get both, and refuse the
+    first after the first pass had run); an A/A arm of a vLLM method reaches vLLM's pass named again."""
+    from support.bench_inputs import write_questions
+
+    from hdlib.bench import serving
+    from hdlib.cli import main
+
+    handed = {}
+    monkeypatch.setattr(serving, "has_vllm", lambda: False)
+    monkeypatch.setattr(serving, "second_pass", lambda argv, later, out, compare=(): handed.update(
+        later=later, compare=list(compare)) or 0)  # fmt: skip
+    out = tmp_path / "r.json"
+    argv = ["bench", "--questions", str(write_questions(tmp_path / "q.jsonl")), "--model", str(folder),
+            "--methods", "hf-pld,hd:C,vllm-hd,vllm-suffix,vllm-hd", "--max-new-tokens", "4", "--out", str(out),
+            "--compare", "hd:C,hf-pld", "--compare", "vllm-hd,vllm-suffix"]  # fmt: skip
+    assert main(argv) == 0
+    assert [(c["a"], c["b"]) for c in json.loads(out.read_text())["comparisons"]][0] == ("hd:C", "hf-pld")
+    assert handed == {"later": ["vllm-hd", "vllm-suffix", "vllm-hd#2"], "compare": [("vllm-hd", "vllm-suffix")]}
+
+
+def test_the_vllm_pass_is_given_its_own_pairs_and_methods_by_name(tmp_path, monkeypatch):
+    from hdlib.bench import serving
+
+    python = tmp_path / "venv" / "bin" / "python"
+    python.parent.mkdir(parents=True)
+    seen = tmp_path / "argv"
+    python.write_text(f'#!/bin/sh\necho "$@" > {seen}\n')
+    python.chmod(0o755)
+    monkeypatch.setattr(serving, "VLLM_VENV", python.parent.parent)
+    argv = ["bench", "--methods", "hd,vllm-hd,vllm-hd", "--compare", "hd,ar", "--compare=vllm-hd#2,vllm-hd",
+            "--out", "r.json"]  # fmt: skip
+    assert serving.second_pass(argv, ["vllm-hd", "vllm-hd#2"], tmp_path / "r.json", [("vllm-hd#2", "vllm-hd")]) == 0
+    args = seen.read_text().split()
+    assert args[args.index("--methods") + 1] == "vllm-hd,vllm-hd" and "hd,ar" not in args
+    assert args.count("--compare") == 1 and args[args.index("--compare") + 1] == "vllm-hd#2,vllm-hd"

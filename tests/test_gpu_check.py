@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from hdlib.bench.provenance import missing_keys
+
 ROOT = Path(__file__).resolve().parents[1]
 SECTIONS = {"meta", "lossless", "model", "forward", "step", "memory", "throughput"}
 
@@ -27,6 +29,7 @@ def test_the_smoke_run_writes_every_section(tmp_path):
         assert report[name]["seconds"] >= 0
 
     assert report["meta"]["smoke"] and report["meta"]["device"] == "cpu"
+    assert missing_keys(report["provenance"]) == []  # as every results file
     lossless = report["lossless"]
     assert {"llama/float32", "llama/bfloat16", "gemma3/float32", "gemma3/bfloat16"} <= set(lossless)
     assert lossless["float32_ok"] is True and lossless["llama/float32"]["greedy_identical"] == "3/3"

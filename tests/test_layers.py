@@ -53,10 +53,11 @@ LAYERS: list[tuple[str, ...]] = [
     ("databases.registry",),  # the tiers by name, the databases opened
     ("databases",),
     ("decoding",),  # generate(): a prompt, tiers by name, a budget policy, the loop
-    ("bench.specbench", "bench.divergence"),  # Spec-Bench's questions; where two answers part, and why
+    ("bench.specbench", "bench.divergence", "bench.arms"),  # Spec-Bench's questions; where two answers part; A/A arms
     ("bench.intervals",),  # numbers with their spread: bootstrap intervals over questions, paired ratios
     ("bench.baselines", "bench.paper_drafter"),  # transformers' methods; the paper's HD as its authors ran it
     ("bench.serving",),  # vLLM's engines as bench methods, and the second pass in vLLM's environment
+    ("bench.provenance",),  # what made a result: the checkout, the packages, the cached measurements, the host
     ("bench.methods", "bench.records"),  # the method names; turns, questions, metrics, results
     ("bench.metrics",),  # a method's metrics from a run's records alone
     ("bench.run", "bench.reports", "bench.ranking"),  # answering; the printed report; against the paper

@@ -136,6 +136,12 @@ def test_the_vllm_methods_run_in_a_second_pass_identical_to_ar(vllm_python, tmp_
         assert result["overall"]["identical_frac"] == 1.0, name
     # The speculative engine accepted drafts where the answer repeats the question.
     assert served["methods"]["vllm-hd"]["tasks"]["summarization"]["mat"] > 1.5
+    # Each pass says what made it, in its own environment: hd:C read the forward profile here; ar and
+    # vLLM's engine there read none
+    here, there = json.loads(out.read_text())["provenance"], served["provenance"]
+    assert here["versions"]["vllm"] is None and there["versions"]["vllm"] is not None
+    assert here["forward_profile"] is not None and there["forward_profile"] is None
+    assert here["commit"] == there["commit"]
 
 
 def test_hd_as_vllms_proposer_under_a_servers_workloads_answers_as_plain_vllm(vllm_python, tmp_path, request):
@@ -183,9 +189,9 @@ def test_hd_as_vllms_proposer_under_a_servers_workloads_answers_as_plain_vllm(vl
 def test_vllm_serve_starts_with_hds_proposer_and_answers_under_a_bounded_load(vllm_python, tmp_path):
     """benchmarks/served_load.py on eight repetitive questions, once over: a fresh `vllm serve` with
     plain decoding and one with hdlib's proposer (started by `hdlib serve`, as a user starts it), up
-    side by side (`--together`), each sent 4 requests by `vllm bench serve` at concurrency 1 and 4
-    others at 4, in turned orders, stopped after; every
-    question sent once per method. With HD the server accepted drafts at both and answered every
+    side by side (`--together`), each sent an untimed warm-up request and then 4 requests by `vllm
+    bench serve` at concurrency 1 and 4 others at 4, stopped after; every question sent once per
+    method. With HD the server accepted drafts at both and answered every
     request as plain decoding did at concurrency 1, and the paired comparison covers every question.
     (Its numbers are no measurement: the served benchmark's committed run is.)"""
     questions = tmp_path / "q.jsonl"
@@ -224,8 +230,10 @@ def test_vllm_serve_starts_with_hds_proposer_and_answers_under_a_bounded_load(vl
     [compared] = data["comparisons"]
     assert (compared["a"], compared["b"]) == ("vllm-hd", "vllm")
     assert {e["n"] for e in compared["levels"].values()} == {4}
-    assert data["together"] and len(data["orders"]) == 2  # both servers up, one order per concurrency, turned
-    assert data["orders"][1] == data["orders"][0][::-1] and sorted(data["orders"][0]) == ["vllm", "vllm-hd"]
+    # both servers up, the order the design's first row; one repeat of two rows: not balanced, and said so
+    assert data["together"] and len(data["orders"]) == 1 and sorted(data["orders"][0]) == ["vllm", "vllm-hd"]
+    assert data["orders"][0] in data["design"] and len(data["design"]) == 2 and data["balanced"] is False
+    assert "do not balance the methods' order" in run.stderr
 
 
 def test_importing_the_proposer_in_vllms_environment_loads_no_numba(vllm_python):

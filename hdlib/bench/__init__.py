@@ -35,7 +35,7 @@ transformers' methods, only the distribution is the same.
 The package: `methods` (the names), `records` (turns, questions, metrics, results and their JSON),
 `intervals` (bootstrap intervals over questions, paired comparisons), `run` (answering, repeated and
 interleaved), `reports` (the printed tables), `ranking` (against the paper's order
-ablation).
+ablation), `provenance` (what made a result: the checkout, the packages, the cached measurements, the host).
 """
 
 from hdlib.bench.methods import ALL_ORDERS, Method, expand, parse_methods, split_budget

@@ -259,6 +259,8 @@ class BenchResults:
     split: str = ""  # the half of Spec-Bench's questions ("dev", "report"; "": all or not recorded)
     prior: dict[str, str] = field(default_factory=dict)  # the auto budget's acceptance prior: source, digest
     comparisons: list[Comparison] = field(default_factory=list)  # paired ratios of two methods (`--compare`)
+    # What made the run (`hdlib.bench.provenance`: commit, versions, digests, host); {}: from before it was recorded
+    provenance: dict[str, Any] = field(default_factory=dict)
 
     @property
     def tasks(self) -> list[str]:
@@ -278,9 +280,10 @@ class BenchResults:
             **({"prior": dict(self.prior)} if self.prior else {}),
         }
         compared = {"comparisons": [c.to_json() for c in self.comparisons]} if self.comparisons else {}
+        made = {"provenance": dict(self.provenance)} if self.provenance else {}
         return {
             **head, **rule, **fmt, **design, "questions": self.questions, "methods": methods, **compared, **parted,
-            **split, **self.extra,
+            **split, **made, **self.extra,
         }  # fmt: skip
 
     @classmethod
@@ -290,7 +293,7 @@ class BenchResults:
         known = {
             "model", "device", "dtype", "machine", "temperature", "sampling_rule", "prompt_format", "max_new_tokens",
             "questions", "methods", "divergences", "by_machine", "repeats", "order_seed", "split", "prior",
-            "comparisons",
+            "comparisons", "provenance",
         }  # fmt: skip
         missing = [k for k in REQUIRED_FIELDS if k not in data]
         if missing:
@@ -317,6 +320,7 @@ class BenchResults:
             split=str(data.get("split", "")),
             prior={str(k): str(v) for k, v in data.get("prior", {}).items()},
             comparisons=[Comparison.from_json(c) for c in data.get("comparisons", [])],
+            provenance=dict(data.get("provenance") or {}),
         )
 
     def comparison(self, a: str, b: str) -> Comparison | None:

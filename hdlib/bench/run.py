@@ -9,16 +9,19 @@ from collections.abc import Callable, Mapping, Sequence
 
 from tqdm.auto import tqdm
 
+from hdlib.bench.arms import split_arm, twins
 from hdlib.bench.baselines import hf_generate
 from hdlib.bench.divergence import explain, locate
 from hdlib.bench.methods import Method, parse_methods, split_budget, with_own_tables
 from hdlib.bench.metrics import aggregate, split_by_machine
 from hdlib.bench.metrics import compare as compare_methods
 from hdlib.bench.paper_drafter import paper_drafter
+from hdlib.bench.provenance import provenance
 from hdlib.bench.records import BenchResults, MethodResult, QuestionRuns, Turn, TurnDivergence
 from hdlib.bench.serving import VllmEngines
 from hdlib.bench.specbench import Question
-from hdlib.decoding import PriorChoice, generate, resolve_prior
+from hdlib.decoding import PriorChoice, forward_profile, generate, resolve_prior
+from hdlib.engine.forward_time import ForwardProfile
 from hdlib.engine.prior import AcceptancePrior
 from hdlib.engine.sampling import SAMPLING_RULES
 from hdlib.errors import HDError
@@ -38,6 +41,7 @@ def answer_question(
     prompt_format: str = "auto",
     engines: VllmEngines | None = None,
     prior: AcceptancePrior | None = None,
+    profile: ForwardProfile | None = None,
 ) -> list[Turn]:
     """Every turn of `question`, with the earlier turns answered by `history` (the baseline's text).
 
@@ -45,7 +49,8 @@ def answer_question(
     `sampling_rule`. The conversation so far is encoded in `prompt_format` (`LoadedModel.encode_prompt`:
     by default the model's chat template, or FastChat's vicuna format when it has none, as Spec-Bench).
     vLLM's methods are answered greedily by their engine in `engines` (started at its first question).
-    hdlib's methods at the auto budget start from `prior` (None: `generate`'s default).
+    hdlib's methods at the auto budget start from `prior` (None: `generate`'s default) and weigh
+    their drafts against `profile` (None: `generate`'s, this machine's).
     """
     messages: list[dict[str, str]] = []
     turns: list[Turn] = []
@@ -69,7 +74,7 @@ def answer_question(
             drafter = paper_drafter(lm, method.paper) if method.paper is not None else None
             g = generate(
                 lm, prompt_ids, method.tiers, max_new_tokens=max_new_tokens, budget=method.budget, drafter=drafter,
-                gate=method.gate, prior=prior, candidates=method.candidates, **sampling,
+                gate=method.gate, prior=prior, candidates=method.candidates, profile=profile, **sampling,
             )  # fmt: skip
             turns.append(Turn.of(g))
         messages.append({"role": "assistant", "content": history[i] if i < len(history) else turns[-1].text})
@@ -134,7 +139,9 @@ def run_benchmark(
     outlive a request (Token Recycling's, SuffixDecoding's) and vLLM's engines afresh, and every hd
     method of every question starts its auto budget from one read-only snapshot of the acceptance
     `prior` taken here (`hdlib.decoding.resolve_prior`: None is the packaged model's, else the
-    learned one), never updated during the run; its digest is in the results.
+    learned one), never updated during the run; its digest is in the results, and with it what made
+    them (`hdlib.bench.provenance`: the checkout, the packages, the forward profile's digest where a
+    method runs at the auto budget, loaded once here).
     A question of several turns is asked in the conversation `ar` has (its earlier turns answered
     by `ar`, once, untimed, before the question's first repeat), whatever order the methods run in.
 
@@ -161,7 +168,10 @@ def run_benchmark(
     missing = sorted({n for r in done for n in names if n not in r.runs})
     if missing:
         raise HDError(f"the earlier results lack method(s) {missing}: they cannot be resumed with these methods")
-    snapshot = bench_prior(lm, prior) if any(m.drafts and m.budget is None for m in methods) else None
+    auto = any(m.drafts and m.budget is None for m in methods)
+    profile = forward_profile(lm) if auto else None  # what every auto budget of the run reads: loaded once, here
+    made = provenance(lm, profile)
+    snapshot = bench_prior(lm, prior, profile) if auto else None
     histories: dict[int, list[str]] = {}
     machine = describe_machine()  # each question records where it was answered (a resumed run may move)
     for repeat in range(repeats):
@@ -172,7 +182,8 @@ def run_benchmark(
         with VllmEngines() as engines:  # vLLM's, each started at its method's first answer, closed after the repeat
             warm = Question(0, "warmup", ("Say hello.",))
             for method in by_name.values():
-                answer_question(lm, warm, method, (), 8, prompt_format=chosen_format, engines=engines, prior=snapshot)
+                answer_question(lm, warm, method, (), 8, prompt_format=chosen_format, engines=engines, prior=snapshot,
+                                profile=profile)  # fmt: skip
             for question in todo:
                 seed = 1000 * question.question_id
                 if len(question.turns) > 1 and question.question_id not in histories:
@@ -186,7 +197,7 @@ def run_benchmark(
                 for name in order:
                     runs[name] = answer_question(
                         lm, question, by_name[name], history, max_new_tokens, temperature, seed, sampling_rule,
-                        chosen_format, engines, prior=snapshot,
+                        chosen_format, engines, prior=snapshot, profile=profile,
                     )  # fmt: skip
                     if on_answer is not None:
                         on_answer(question, name)
@@ -217,21 +228,25 @@ def run_benchmark(
         split=split,
         prior={"source": snapshot.source, "digest": snapshot.digest()} if snapshot is not None else {},
         comparisons=[compare_methods(answered, a, b) for a, b in pairs],
+        provenance=dict(made),
     )
 
 
-def bench_prior(lm: LoadedModel, choice: PriorChoice) -> AcceptancePrior:
+def bench_prior(lm: LoadedModel, choice: PriorChoice, profile: ForwardProfile | None = None) -> AcceptancePrior:
     """The read-only snapshot of the acceptance prior `choice` names that every hd method of a run
-    starts its auto budget from."""
-    return resolve_prior(choice, lm).snapshot()
+    starts its auto budget from (`profile`: the run's forward profile, whose key names the learned
+    prior; None: loaded)."""
+    return resolve_prior(choice, lm, profile.key if profile is not None else None).snapshot()
 
 
 def default_pairs(names: Sequence[str], metrics: Mapping[str, MethodResult]) -> list[tuple[str, str]]:
     """The comparisons a run makes unasked: its first hd method against the fastest peer (a method
-    not of hd's family, not plain decoding), and in a vLLM pass `vllm-hd` against plain `vllm`."""
-    pairs = []
-    ours = [n for n in names if is_hd_family(n)]
-    peers = [n for n in names if not is_hd_family(n) and n not in PLAIN]
+    not of hd's family, not plain decoding), in a vLLM pass `vllm-hd` against plain `vllm`, and each
+    A/A arm against its method's first (`hd#2` against `hd`: the run's own yardstick)."""
+    pairs = twins(names)
+    firsts = [n for n in names if split_arm(n)[1] == 1]
+    ours = [n for n in firsts if is_hd_family(n)]
+    peers = [n for n in firsts if not is_hd_family(n) and n not in PLAIN]
     if ours and peers:
         pairs.append((ours[0], max(peers, key=lambda n: metrics[n].overall.speedup)))
     if "vllm" in names:

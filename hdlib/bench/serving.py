@@ -18,6 +18,7 @@ accepted.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import os
@@ -28,12 +29,13 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from hdlib.bench.arms import method_of
 from hdlib.databases.answerers import shut_down
 from hdlib.errors import HDError
 from hdlib.models.loading import LoadedModel
@@ -57,8 +59,8 @@ def vllm_method(name: str) -> tuple[str, dict[str, str]] | None:
     """A vLLM method's entry in VLLM_METHODS and the environment its engine starts with (`vllm-hd:SC`:
     `vllm-hd`, asking the statistics tier, then the context tier; `vllm-hd+cost=0.5`: its draft tokens'
     cost weighed by 0.5; `vllm-hd+clock=0`: that cost as measured, not learned from the served steps);
-    None for a name that is not vLLM's."""
-    head, *options = name.split("+")
+    None for a name that is not vLLM's. An A/A arm's (`vllm-hd#2`) is its method's."""
+    head, *options = method_of(name).split("+")
     base, colon, order = head.partition(":")
     if options and base != HD:
         if base in VLLM_METHODS:
@@ -196,11 +198,15 @@ def environment(values: dict[str, str]) -> Iterator[None]:
                 os.environ[k] = v
 
 
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on now."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def free_port(exclude: set[int] = frozenset()) -> int:  # type: ignore[assignment]
+    """A TCP port on 127.0.0.1 that nothing listens on now, and not one of `exclude` (given to a
+    server that has not bound it yet)."""
+    while True:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port not in exclude:
+            return port
 
 
 def vllm_python() -> Path:
@@ -229,25 +235,42 @@ def vllm_server(
     """`vllm serve` for the model at `folder` with `method`'s speculative config, started from
     .venv-vllm on a free port of 127.0.0.1: within, its URL, once it answers; after, it and only it is
     stopped (the server and the engine processes it started, by their process group)."""
+    with vllm_servers(folder, [method], {method: log} if log else {}, args, timeout_s) as urls:
+        yield urls[method]
+
+
+@contextmanager
+def vllm_servers(
+    folder: str, methods: Sequence[str], logs: Mapping[str, Path] = {}, args: Sequence[str] = (), timeout_s: float = 600
+) -> Iterator[dict[str, str]]:  # fmt: skip
+    """One `vllm serve` per method (as `vllm_server` starts one), all started before any is waited for,
+    so that their start-ups overlap: within, each method's URL, once every one answers; after, each
+    is stopped, those and only those."""
     python = vllm_python()
-    port = free_port()
-    base, extra = vllm_method(method) or (method, {})
-    spec = VLLM_METHODS[base]
-    common = ["--host", "127.0.0.1", "--port", str(port), "--served-model-name", method, "--seed", "0"]
-    if base == HD:  # as a user serves with HD: `hdlib serve`, the proposer and the model's databases
-        order = extra.get(TIERS_ENV, "CMS")
-        hdlib = [str(python), "-m", "hdlib", "serve", folder, "--tiers", order]
-        command = [*hdlib, "--", *common, "--enforce-eager", *args]
-    else:
-        command = server_command(python, folder, spec, [*common, "--enforce-eager", *args])
-    env = {"VLLM_CPU_KVCACHE_SPACE": KV_CACHE_GIB, "TOKENIZERS_PARALLELISM": "false", **os.environ, **extra}
-    with open(log or os.devnull, "w") as out:
-        server = subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-        url = f"http://127.0.0.1:{port}"
-        try:
-            deadline = time.monotonic() + timeout_s
+    started: dict[str, tuple[subprocess.Popen[bytes], str]] = {}
+    with contextlib.ExitStack() as stack:
+        for method in methods:
+            port = free_port(exclude={int(url.rsplit(":", 1)[1]) for _, url in started.values()})
+            base, extra = vllm_method(method) or (method, {})
+            spec = VLLM_METHODS[base]
+            common = ["--host", "127.0.0.1", "--port", str(port), "--served-model-name", method_of(method), "--seed",
+                      "0"]  # fmt: skip
+            if base == HD:  # as a user serves with HD: `hdlib serve`, the proposer and the model's databases
+                order = extra.get(TIERS_ENV, "CMS")
+                hdlib = [str(python), "-m", "hdlib", "serve", folder, "--tiers", order]
+                command = [*hdlib, "--", *common, "--enforce-eager", *args]
+            else:
+                command = server_command(python, folder, spec, [*common, "--enforce-eager", *args])
+            env = {"VLLM_CPU_KVCACHE_SPACE": KV_CACHE_GIB, "TOKENIZERS_PARALLELISM": "false", **os.environ, **extra}
+            out = stack.enter_context(open(logs.get(method) or os.devnull, "w"))
+            server = subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+            stack.callback(stop, server)
+            started[method] = (server, f"http://127.0.0.1:{port}")
+        deadline = time.monotonic() + timeout_s
+        for method, (server, url) in started.items():
             while True:
                 if server.poll() is not None:
+                    log = logs.get(method)
                     tail = Path(log).read_text()[-3000:] if log else ""
                     raise HDError(f"vllm serve ({method}) stopped with status {server.returncode}\n{tail}")
                 try:
@@ -257,14 +280,28 @@ def vllm_server(
                     if time.monotonic() > deadline:
                         raise HDError(f"vllm serve ({method}) did not answer within {timeout_s:.0f} s") from None
                     time.sleep(2)
-            yield url
-        finally:
-            os.killpg(server.pid, signal.SIGTERM)
-            try:
-                server.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                os.killpg(server.pid, signal.SIGKILL)
-                server.wait()
+        yield {method: url for method, (_, url) in started.items()}
+
+
+def stop(server: subprocess.Popen[bytes]) -> None:
+    """Stop a server started in a session of its own, and the processes it started."""
+    os.killpg(server.pid, signal.SIGTERM)
+    try:
+        server.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        os.killpg(server.pid, signal.SIGKILL)
+        server.wait()
+
+
+def warm_up(url: str, method: str, prompt: str = "Say hello.", max_tokens: int = 16) -> None:
+    """One untimed completion from the server at `url` (started for `method`), before a measured load:
+    its first request pays for what a server does once (kernels chosen, buffers allocated)."""
+    body = json.dumps({"model": method_of(method), "prompt": prompt, "max_tokens": max_tokens, "temperature": 0})
+    request = urllib.request.Request(
+        f"{url}/v1/completions", body.encode(), {"Content-Type": "application/json"}, method="POST"
+    )
+    with urllib.request.urlopen(request, timeout=300) as answer:
+        answer.read()
 
 
 # `vllm bench serve`, run as a module: vllm-cpu 0.32's `vllm` command fails on its own metadata lookup.
@@ -336,16 +373,22 @@ def stop_on_terminate() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-def second_pass(argv: Sequence[str], methods: Sequence[str], out: str | Path) -> int:
-    """Run `hdlib bench` again in .venv-vllm with `ar` and the vLLM `methods` only, writing its
-    results beside `out`: the exit status of that run."""
+def second_pass(
+    argv: Sequence[str], methods: Sequence[str], out: str | Path, compare: Sequence[tuple[str, str]] = ()
+) -> int:
+    """Run `hdlib bench` again in .venv-vllm with `ar` and the vLLM `methods` only, and the paired
+    comparisons `compare` of that pass only, writing its results beside `out`: the exit status of
+    that run."""
     python = VLLM_VENV / "bin" / "python"
     if not python.exists():
         raise HDError(
             f"the vLLM methods {', '.join(methods)} run in {VLLM_VENV}, which is missing: `make setup-vllm` makes it"
         )
-    rest = strip_options(argv, {"--methods", "--out", "--html"})
-    command = [str(python), "-m", "hdlib", *rest, "--methods", ",".join(methods), "--out", str(second_pass_path(out))]
+    rest = strip_options(argv, {"--methods", "--out", "--html", "--compare"})
+    pairs = [arg for pair in compare for arg in ("--compare", ",".join(pair))]
+    # an arm goes by its method's name: the pass names it again (vllm-hd,vllm-hd), as the user did
+    names = ",".join(method_of(m) for m in methods)
+    command = [str(python), "-m", "hdlib", *rest, *pairs, "--methods", names, "--out", str(second_pass_path(out))]
     print(f"hdlib: the vLLM methods, in {VLLM_VENV}: {shlex.join(command)}", file=sys.stderr)
     with subprocess.Popen(command) as process:
         try:

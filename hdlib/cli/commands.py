@@ -307,14 +307,19 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if later and args.temperature > 0:
         raise HDError(f"vLLM's methods ({', '.join(later)}) are benchmarked greedily: temperature 0")
     methods = [m for m in methods if m not in later]
-    for pair in args.compare:  # each pair is made in the pass that runs both
-        unknown = [n for n in pair if n not in [m.name for m in parsed]]
-        if unknown or (set(pair) & set(later) and not set(pair) <= {"ar", *later}):
+    # Every pair checked now, before anything runs, and made in the pass that runs both of its methods
+    # (vLLM's pass runs `ar` too: a pair with `ar` and a vLLM method is made there).
+    named = [m.name for m in parsed]
+    for pair in args.compare:
+        unknown = [n for n in pair if n not in named]
+        if unknown or pair[0] == pair[1] or (set(pair) & set(later) and not set(pair) <= {"ar", *later}):
             raise HDError(
-                f"--compare {','.join(pair)}: two methods of the same pass are needed (this run's: "
-                f"{', '.join(m.name for m in parsed)}; vLLM's run in a pass of their own, with ar)"
-            )
+                f"--compare {','.join(pair)}: two different methods of the same pass are needed (this run's: "
+                f"{', '.join(named)}" + (f"; vLLM's ({', '.join(later)}) run in a pass of their own, with ar)"
+                                         if later else ")")
+            )  # fmt: skip
     compare = [pair for pair in args.compare if set(pair) <= set(methods)]
+    compare_later = [pair for pair in args.compare if set(pair) & set(later)]
     _writable(args.out, "--out")
     if args.html is not None:
         _writable(args.html, "--html")
@@ -389,4 +394,4 @@ def cmd_bench(args: argparse.Namespace) -> int:
             write_html_report(results, args.html)
         print(summary(results))
         print(f"\nwrote {args.out} (raw results: {log.path})" + (f" and {args.html}" if args.html else ""))
-        return second_pass(args.argv, later, args.out) if later else 0
+        return second_pass(args.argv, later, args.out, compare_later) if later else 0

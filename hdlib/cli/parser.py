@@ -232,8 +232,9 @@ def _add_bench(sub: argparse._SubParsersAction) -> None:
         "--split",
         choices=SPLITS,
         default=None,
-        help="only this half of the questions: dev (for choosing constants) or report (for the numbers one "
-        "reports); per category, the first half of its questions is dev (default: all)",
+        help="only this split of the questions: dev (for choosing constants), report (for the numbers one "
+        "reports) or sealed (for a comparison planned first and run once); per category, the first half of its "
+        "questions is dev, of the rest each task's last 9 in 40 are sealed (default: all)",
     )
     bench.add_argument("--max-new-tokens", type=_positive, default=256, help="per turn (default 256)")
     bench.add_argument("--methods", default="hf,hf-pld,hd", help=METHODS_HELP)
@@ -258,8 +259,10 @@ def _add_bench(sub: argparse._SubParsersAction) -> None:
         action="append",
         default=[],
         metavar="A,B",
-        help="the paired ratio A/B of tokens per second over the questions, with its 95%% interval (repeatable; "
-        "made unasked: the first hd method against the fastest peer, and vllm-hd against vllm)",
+        help="the paired ratio A/B of tokens per second over the questions, with its 95%% interval over questions "
+        "and, with 5 repeats or more, over repeats (repeatable; checked before the run starts; made unasked: the "
+        "first hd method against the fastest peer, vllm-hd against vllm, and each A/A arm against its method: "
+        "name a method twice, hd,hd, for an A/A run)",
     )
     _add_prior_option(
         bench,

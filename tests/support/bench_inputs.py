@@ -8,7 +8,7 @@ import json
 METHODS = ["hf", "hf-pld", "hd:C"]  # besides ar, which every run has
 TOP_KEYS = {
     "machine", "model", "device", "dtype", "temperature", "prompt_format", "max_new_tokens", "questions", "methods",
-    "order_seed", "prior", "comparisons",
+    "order_seed", "prior", "comparisons", "provenance",
 }  # fmt: skip
 ROWS = [
     {"question_id": 11, "category": "writing", "turns": ["hello world how are you", "how are you world"]},
