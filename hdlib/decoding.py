@@ -2,12 +2,13 @@
 
 It reads the prompt, makes the tiers by name (`hdlib.databases`: a database may be opened or built),
 chooses the budget policy (a fixed budget, or the value-ranked tree on the model's measured forward
-time, starting from the acceptance prior the caller chose: `resolve_prior`) and runs the engine's
-loop (`hdlib.engine.loop.Decoder`) once.
+time, or a profile the caller names: `forward_profile`, starting from the acceptance prior the caller
+chose: `resolve_prior`) and runs the engine's loop (`hdlib.engine.loop.Decoder`) once.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -15,7 +16,7 @@ from pathlib import Path
 from hdlib.databases.registry import make_tier, parse_tiers
 from hdlib.engine.budget import BudgetPolicy, FixedBudget
 from hdlib.engine.drafter import Drafter
-from hdlib.engine.forward_time import ForwardProfile, load_or_measure
+from hdlib.engine.forward_time import ForwardProfile, load_or_measure, read_profile
 from hdlib.engine.loop import Decoder, DecodeSettings, check_prompt
 from hdlib.engine.prior import AcceptancePrior
 from hdlib.engine.sampling import SAMPLING_RULES
@@ -31,6 +32,10 @@ from hdlib.tiers import DEFAULT_TIERS, DraftTier, Tier
 # The acceptance priors a generation at the auto budget may start from, by name (a file's path too).
 PRIOR_CHOICES = ("learned", "fresh", "packaged")
 PriorChoice = AcceptancePrior | str | Path | None
+# A forward profile file the auto budget weighs drafts against in place of this machine's: read where
+# the profile is loaded, once per generation, so a notebook's kernel or the command line can be given one.
+FORWARD_PROFILE_ENV = "HDLIB_FORWARD_PROFILE"
+ProfileChoice = ForwardProfile | str | Path | None
 
 
 def packaged_prior_path(model_name: str) -> Path | None:
@@ -71,9 +76,29 @@ def named_prior(choice: PriorChoice, model_name: str) -> AcceptancePrior | None:
     raise HDError(f"unknown acceptance prior {choice!r}: choose {', '.join(PRIOR_CHOICES)} or a JSON file's path")
 
 
-def forward_profile(lm: LoadedModel) -> ForwardProfile:
-    """The forward-time profile of `lm` on this device (`hdlib.engine.forward_time`), cached, measured
-    with a progress bar on first use: what the value-ranked tree weighs drafts against."""
+def named_profile(choice: ProfileChoice) -> ForwardProfile | None:
+    """The forward profile `choice` names: a `ForwardProfile` as it is; a file's path (str or Path), the
+    profile in it (`hdlib.engine.forward_time.read_profile`: an HDError says what is wrong with a bad
+    file); None, the file that HDLIB_FORWARD_PROFILE names where it is set, else None (this machine's)."""
+    if isinstance(choice, ForwardProfile):
+        return choice
+    if choice is not None:
+        return read_profile(Path(choice).expanduser())
+    named = os.environ.get(FORWARD_PROFILE_ENV)
+    return read_profile(Path(named).expanduser(), f"{FORWARD_PROFILE_ENV}: ") if named else None
+
+
+def forward_profile(lm: LoadedModel, profile: ProfileChoice = None) -> ForwardProfile:
+    """What the value-ranked tree weighs drafts against: the profile `profile` names (`named_profile`:
+    a profile, a file, or by default the file HDLIB_FORWARD_PROFILE names), else the forward-time
+    profile of `lm` on this device (`hdlib.engine.forward_time.load_or_measure`), cached, measured with
+    a progress bar on first use."""
+    named = named_profile(profile)
+    return named if named is not None else measured_profile(lm)
+
+
+def measured_profile(lm: LoadedModel) -> ForwardProfile:
+    """The forward-time profile of `lm` on this device, cached, measured with a progress bar on first use."""
     return load_or_measure(lm.model, progress=progress_bar("measuring forward time"))
 
 
@@ -107,6 +132,7 @@ def generate(
     gate: bool = True,
     prior: PriorChoice = None,
     candidates: int | None = None,
+    profile: ProfileChoice = None,
 ) -> Generation:
     """Answer `prompt` with HD (or plain decoding when `tiers` is empty) and return the record.
 
@@ -123,8 +149,11 @@ def generate(
     `prior` (`resolve_prior`: "packaged", "learned", "fresh", a file or an `AcceptancePrior`; None is
     "packaged" for the packaged model, else "learned", the cache's, which learns from every
     generation; all but "learned" are read-only, so a generation does not depend on what ran before
-    it); the record names it (`prior_source`, `prior_digest`). At a fixed budget, or without tiers,
-    no prior is used: `prior` is accepted and ignored. `temperature` 0 is greedy decoding;
+    it); the record names it (`prior_source`, `prior_digest`); and weighing drafts against the forward
+    time of `profile` (`forward_profile`: None is this machine's, measured once and cached, or the
+    file HDLIB_FORWARD_PROFILE names; a `ForwardProfile` or a file's path: another machine's timings,
+    a test's). At a fixed budget, or without tiers, neither is used: `prior` and `profile` are
+    accepted and ignored. `temperature` 0 is greedy decoding;
     above 0 HD samples from exactly the distribution plain sampling would (with `top_p` and `top_k`
     applied alike); `seed` makes a sampled answer reproducible (None draws one; it is kept in the
     result). With `sampling_rule` "gumbel" (the default) HD's answer for a seed is plain sampling's
@@ -152,14 +181,15 @@ def generate(
     names = parse_tiers(tiers) if drafter is None else []
     auto = fixed is None and bool(drafter.tiers if drafter is not None else names)
     chosen = named_prior(prior, lm.name) if auto else None  # a bad choice is said before the tiers open
+    given = named_profile(profile) if auto else None  # a bad profile file too
     drafter = drafter or Drafter([make_tier(t, lm) for t in names])
     used: AcceptancePrior | None = None
     if not drafter.tiers:
         policy: BudgetPolicy = FixedBudget(0)
     elif fixed is None:
-        profile = forward_profile(lm)
-        used = chosen if chosen is not None else AcceptancePrior.for_model(profile.key)
-        policy = ValueBudget(profile, used, candidates=candidates, gate=gate)
+        weighed = given if given is not None else measured_profile(lm)
+        used = chosen if chosen is not None else AcceptancePrior.for_model(weighed.key)
+        policy = ValueBudget(weighed, used, candidates=candidates, gate=gate)
     else:
         policy = fixed
     digest = used.digest() if used is not None else ""  # before a learning prior merges this generation

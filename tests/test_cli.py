@@ -153,6 +153,31 @@ def test_the_prior_flag_reaches_generate_and_the_summary_names_the_prior(capsys,
     assert "acceptance prior" not in capsys.readouterr().out  # a fixed budget uses no prior
 
 
+def test_the_environment_names_a_profile_file_for_the_auto_budget_and_a_bad_one_is_one_error(
+    capsys, folder, tmp_path, monkeypatch
+):
+    """HDLIB_FORWARD_PROFILE: the forward profile `hdlib generate` (and `hdlib bench`) weighs drafts
+    against, instead of this machine's, which is not measured."""
+    import json
+
+    import hdlib.decoding
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("this machine's profile was measured")
+
+    monkeypatch.setenv("HDLIB_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(hdlib.decoding, "load_or_measure", refuse)
+    path = tmp_path / "profile.json"
+    path.write_text(json.dumps({"seconds": [0.05] * 64}))
+    monkeypatch.setenv("HDLIB_FORWARD_PROFILE", str(path))
+    argv = ["generate", "--prompt", PROMPT, "--model", str(folder), "--tiers", "C", "--max-new-tokens", "8"]
+    assert main([*argv, "--prior", "fresh", "--no-compare", "--color", "never"]) == 0
+    capsys.readouterr()
+    path.write_text(json.dumps({"seconds": [0.05, -1]}))
+    said = f'HDLIB_FORWARD_PROFILE: forward profile {path}: "seconds" must be positive finite numbers'
+    fails(capsys, [*argv, "--prior", "fresh"], said)
+
+
 def test_generate_help_lists_the_prior_choices_and_the_default(capsys):
     with pytest.raises(SystemExit):
         build_parser().parse_args(["generate", "--help"])

@@ -1,6 +1,7 @@
 """`generate()` (`hdlib.decoding`): with a tier of one's own beside hdlib's, its answer is plain
 decoding's and the tokens that tier drafted are counted under its name and shown in its colour; the
-auto budget starts from the acceptance prior the caller chose, and only the learned one changes."""
+auto budget starts from the acceptance prior the caller chose, and only the learned one changes; it
+weighs drafts against the forward profile the caller gives, or a file the environment names."""
 
 from __future__ import annotations
 
@@ -12,8 +13,15 @@ from support.tiny import save_tiny
 
 import hdlib
 import hdlib.decoding
-from hdlib.decoding import PRIOR_CHOICES, named_prior, packaged_prior_path, resolve_prior
-from hdlib.engine.forward_time import ForwardProfile
+from hdlib.decoding import (
+    FORWARD_PROFILE_ENV,
+    PRIOR_CHOICES,
+    forward_profile,
+    named_prior,
+    packaged_prior_path,
+    resolve_prior,
+)
+from hdlib.engine.forward_time import ForwardProfile, flat_profile
 from hdlib.engine.prior import AcceptancePrior
 from hdlib.errors import HDError
 from hdlib.presentation import generation_html
@@ -105,6 +113,42 @@ def test_a_bad_prior_choice_is_an_error_listing_the_choices_and_a_fixed_budget_i
     g = hdlib.generate(lm, PROMPT, tiers=["C"], max_new_tokens=8, budget=4, prior="fersh")
     assert (g.prior_source, g.prior_digest) == ("", "") and "prior" not in g.summary()
     assert acceptance_files(cache) == []
+
+
+STEEP = ForwardProfile(tuple(0.05 * (1 + 0.5 * k) for k in range(64)), 256, "steep")  # a token costs half a pass
+
+
+def test_the_auto_budget_weighs_drafts_against_the_profile_given_or_the_file_the_environment_names(
+    lm, tmp_path, monkeypatch
+):
+    """`generate(profile=...)`: a profile or a file; HDLIB_FORWARD_PROFILE, read where the profile is
+    loaded (a notebook's kernel, the command line); nothing is measured. The first step has no rate yet,
+    so what it verifies depends on the profile alone: more on a flat one than on a steep one."""
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("this machine's profile was measured")
+
+    monkeypatch.setattr(hdlib.decoding, "load_or_measure", refuse)
+    monkeypatch.setenv("HDLIB_CACHE", str(tmp_path / "cache"))
+
+    def verified(**kwargs) -> int:
+        g = hdlib.generate(lm, PROMPT, tiers=["C", Echo()], max_new_tokens=4, prior="fresh", **kwargs)
+        return g.steps[0].tree.n_drafted
+
+    steep = verified(profile=STEEP)
+    assert verified(profile=flat_profile()) > steep
+    path = tmp_path / "steep.json"
+    path.write_text(json.dumps({"seconds": list(STEEP.seconds), "provenance": {"cpu": "a test's"}}))
+    assert verified(profile=path) == verified(profile=str(path)) == steep
+    monkeypatch.setenv(FORWARD_PROFILE_ENV, str(path))
+    assert verified() == steep and forward_profile(lm).seconds == STEEP.seconds
+    assert verified(profile=flat_profile()) > steep  # the argument before the environment
+    path.write_text("{")
+    with pytest.raises(HDError, match=f"HDLIB_FORWARD_PROFILE: forward profile {path}: not a JSON file"):
+        verified()
+    with pytest.raises(HDError, match=f"forward profile {tmp_path / 'none.json'}: no such file"):
+        verified(profile=tmp_path / "none.json")
+    hdlib.generate(lm, PROMPT, tiers=["C"], max_new_tokens=4, budget=4)  # a fixed budget reads no profile
 
 
 def test_the_packaged_model_ships_a_prior_that_is_its_default_read_only():
