@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import nbformat
 import pytest
 from support.bench_runs import MACHINE, metrics
 
@@ -19,6 +20,7 @@ from hdlib.viz import paper_tasks
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
 FIELD = RESULTS / "xeon-amx" / "field.json"  # the run notebook 04 sets beside the paper
+NOTEBOOK_04 = ROOT / "notebooks" / "04_order_ablation.ipynb"
 
 
 def small_results() -> BenchResults:
@@ -95,7 +97,9 @@ def test_what_notebook_04_says_of_the_field_run_holds():
     # ... and in the repeated run on the report half, its whole interval below plain decoding's speed
     repeated = BenchResults.from_json(json.loads((RESULTS / "xeon-amx" / "report_half.json").read_text()))
     e = repeated.methods["hd-paper"].overall.intervals["speedup"]
-    assert (f"{e.value:.2f}", f"{e.low:.2f}", f"{e.high:.2f}") == ("0.82", "0.74", "0.90") and e.high < 1
+    assert (f"{e.value:.2f}", f"{e.low:.2f}", f"{e.high:.2f}", e.n) == ("0.82", "0.73", "0.91", 18) and e.high < 1
+    text = " ".join(" ".join(c.source for c in nbformat.read(NOTEBOOK_04, as_version=4).cells).split())
+    assert "0.82x [0.73, 0.91] of `ar`'s speed, the whole 95 % interval over its 18 questions below 1" in text
 
 
 def test_the_task_figure_says_what_each_bar_rests_on():
@@ -128,6 +132,8 @@ def test_what_notebook_04_says_of_the_tasks_holds():
     assert share == {"summarization": 43, "rag": 60}
     pld = field().methods["hf-pld"].tasks
     assert max(pld, key=lambda t: pld[t].speedup) == "rag"
+    text = " ".join(" ".join(c.source for c in nbformat.read(NOTEBOOK_04, as_version=4).cells).split())
+    assert "In this run (two questions a task, no interval) summarization has hdlib's lowest speedup" in text
 
 
 ORDERS = RESULTS / "xeon-amx" / "orders_at_16.json"  # the run notebook 04 opens with
@@ -135,10 +141,11 @@ ORDERS = RESULTS / "xeon-amx" / "orders_at_16.json"  # the run notebook 04 opens
 
 def test_what_notebook_04_says_of_the_orders_holds():
     """04: ranked by MAT the committed run puts the paper's best order first; every context-first order
-    beats every statistics-first one; statistics first, the context tier's share collapses; the model
-    tier alone drafts rarely and falls furthest from speed to MAT; CRMS is the best order by MAT and
-    RCMS takes the context tier's share; the run before the split ranked as well, with MCS second."""
-    from hdlib.bench import compare_orders
+    has a higher speedup than every statistics-first one; statistics first, the context tier's share
+    collapses; the model tier alone drafts rarely and falls furthest from speed to MAT; CRMS has the
+    highest MAT and RCMS takes the context tier's share; exercise 3: how far leaving one order out moves
+    the rank correlations (the run before the split records no command and is not cited)."""
+    from hdlib.bench import PAPER_ORDERS, compare_orders
 
     data = json.loads(ORDERS.read_text())
     run = BenchResults.from_json(data)
@@ -162,7 +169,23 @@ def test_what_notebook_04_says_of_the_orders_holds():
     assert rank_move["C"] == 3
     assert max(overall, key=lambda o: overall[o].mat) == "CRMS"
     assert (share("CRMS"), share("RCMS")) == (31, 10)
-    before = BenchResults.from_json(json.loads((RESULTS / "epyc-avx512" / "orders_at_16.json").read_text()))
-    b_speed, b_mat = compare_orders(before), compare_orders(before, metric="mat")
-    assert (round(b_speed.spearman, 2), round(b_mat.spearman, 2)) == (0.90, 0.86)
-    assert b_speed.orders[1] == b_mat.orders[1] == "MCS" and b_mat.orders.index("M") == 4
+    # exercise 3: each of the paper's nine orders left out in turn, through the call the notebook makes
+    left_out = {
+        metric: {o: compare_orders(run, {k: v for k, v in PAPER_ORDERS.items() if k != o}, metric=metric).spearman
+                 for o in PAPER_ORDERS}
+        for metric in ("speedup", "mat")
+    }  # fmt: skip
+    speed, mat = left_out["speedup"], left_out["mat"]
+    assert (round(by_speed.spearman, 2), round(by_mat.spearman, 2)) == (0.90, 0.88)
+    assert (min(speed, key=speed.get), round(min(speed.values()), 2)) == ("MCS", 0.86)
+    assert (max(speed, key=speed.get), round(max(speed.values()), 2)) == ("C", 0.93)
+    assert round(min(mat.values()), 2) == 0.83 and {o for o, v in mat.items() if round(v, 2) == 0.83} == {
+        "CMS", "CSM", "MSC"}  # fmt: skip
+    assert (max(mat, key=mat.get), round(max(mat.values()), 2)) == ("M", 0.97)
+    moved = max(abs(v - c.spearman) for c, found in ((by_speed, speed), (by_mat, mat)) for v in found.values())
+    assert round(moved, 2) == 0.09 and min(min(speed.values()), min(mat.values())) >= 0.825
+    assert sorted(PAPER_ORDERS, key=lambda o: -PAPER_ORDERS[o]).index("M") == 5  # sixth in the paper
+    text = " ".join(" ".join(c.source for c in nbformat.read(NOTEBOOK_04, as_version=4).cells).split())
+    assert "by speedup it stays between 0.86 (without `MCS`) and 0.93 (without `C`)" in text
+    assert "by MAT between 0.83 (without `CMS`, `CSM` or `MSC`) and 0.97 (without `M`" in text
+    assert "epyc-avx512" not in text

@@ -1,0 +1,132 @@
+"""What the docs' tests read: the committed results, the docs as one line of words, a number as the
+docs print it, and the verdicts `hdlib.bench.intervals` allows (tests/test_docs_serving.py,
+tests/test_benchmarks_doc.py)."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from itertools import takewhile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from benchmarks.served_load import margins
+from hdlib.bench.intervals import Estimate, cluster_bootstrap, verdict
+from hdlib.bench.records import QuestionRuns
+
+ROOT = Path(__file__).resolve().parents[2]
+RESULTS = ROOT / "benchmarks" / "results"
+XEON = RESULTS / "xeon-amx"
+
+
+def words(path: Path) -> str:
+    """A page's text with its line breaks and runs of spaces made single spaces."""
+    return " ".join(path.read_text(encoding="utf-8").split())
+
+
+def result(name: str) -> dict[str, Any]:
+    """A committed results file of the Xeon, by its stem."""
+    return json.loads((XEON / f"{name}.json").read_text(encoding="utf-8"))
+
+
+def say(e: Mapping[str, Any]) -> str:
+    """An estimate as the docs write a ratio: '1.04x [1.00, 1.07]', or with too few questions or repeats
+    for an interval '1.43x (4 questions: 1.11, 2.50, 1.15, 1.31; too few for an interval)'."""
+    return Estimate.from_json(e).describe(suffix="x")
+
+
+def cell(e: Mapping[str, Any], fmt: str) -> str:
+    """An estimate as docs/serving.md's tables print it: '13.4 [12.8, 14.0]', or with fewer than five
+    repeats each repeat's value in parentheses, '12.5 (13.1, 12.5, 11.9)'."""
+    est = Estimate.from_json(e)
+    if est.has_interval:
+        return f"{est.value:{fmt}} [{est.low:{fmt}}, {est.high:{fmt}}]"
+    return f"{est.value:{fmt}} ({', '.join(f'{v:{fmt}}' for v in est.values)})"
+
+
+def table_rows(text: str, first: str) -> dict[str, list[str]]:
+    """The rows of the markdown table whose header begins with `first`, by their first cell."""
+    lines = takewhile(lambda line: line.startswith("|"), text[text.index(f"| {first} |") :].splitlines()[2:])
+    rows = [[c.strip() for c in line.strip("|").split("|")] for line in lines]
+    return {row[0]: row[1:] for row in rows}
+
+
+def served_table_is(text: str, start: int, served: Mapping[str, Any]) -> str:
+    """The served run's table that follows `start` in docs/serving.md is `served`'s, every answer was
+    plain decoding's, and every paired comparison by question is said in the prose after the table,
+    which is returned as one line of words."""
+    start = text.index("| concurrency | method |", start)
+    lines = takewhile(lambda line: line.startswith("|"), text[start:].splitlines()[2:])
+    printed = [[c.strip() for c in line.strip("|").split("|")] for line in lines]
+    expected = [
+        [str(c), f"`{m}`" + (" (plain)" if m == "vllm" else ""), cell(r["tokens_per_s"], ".1f"), cell(r["mat"], ".2f")]
+        for c in served["concurrency"]
+        for m, levels in served["summary"].items()
+        for r in [levels[str(c)]]
+    ]
+    assert printed == expected
+    assert all(r["identical_frac"] in (None, 1.0) for levels in served["summary"].values() for r in levels.values())
+    end = text.find("\n### ", start)
+    prose = " ".join(text[start : end if end > 0 else len(text)].split())
+    for cmp in served["comparisons"]:
+        for c, e in cmp["levels"].items():
+            assert f"{say(e)} at concurrency {c}" in prose, (cmp["a"], cmp["b"], c)
+    return prose
+
+
+def cited(text: str) -> dict[str, tuple[str, ...]]:
+    """`name` V.VVx [L, H] (MAT M [L, H]) as a sentence of the docs cites a method."""
+    number = r"(\d+\.\d\d)"
+    found = re.findall(rf"`([^`]+)` {number}x \[{number}, {number}\] \(MAT {number} \[{number}, {number}\]\)", text)
+    return {name: tuple(rest) for name, *rest in found}
+
+
+def comparison(run: Mapping[str, Any], a: str, b: str) -> Mapping[str, Any]:
+    return {(x["a"], x["b"]): x for x in run["comparisons"]}[a, b]
+
+
+def verdicts(run: Mapping[str, Any], a: str, b: str) -> list[str]:
+    """The verdict of a served run's paired ratio a/b at each concurrency: its intervals by question and
+    by repeat read together, within the run's margin (`benchmarks.served_load.margins`)."""
+    cmp, within = comparison(run, a, b), margins(run)
+    return [
+        verdict(Estimate.from_json(cmp["levels"][c]), Estimate.from_json(cmp["by_repeat"][c]), within=within[c])
+        for c in map(str, run["concurrency"])
+    ]
+
+
+def throughput_verdicts(run: Mapping[str, Any], a: str, b: str) -> list[str]:
+    """The verdict of the servers' throughput ratio a/b at each concurrency, which stands apart."""
+    cmp, within = comparison(run, a, b), margins(run)
+    return [verdict(Estimate.from_json(cmp["throughput"][c]), within=within[c]) for c in map(str, run["concurrency"])]
+
+
+def target_levels(run: Mapping[str, Any]) -> list[int]:
+    """The concurrencies where the run shows issue 45's target: `vllm-hd` behind neither plain decoding
+    nor SuffixDecoding, each verdict "faster" or "on par"."""
+    held = ("faster", "on par")
+    pairs = zip(verdicts(run, "vllm-hd", "vllm"), verdicts(run, "vllm-hd", "vllm-suffix"))
+    return [c for c, (plain, suffix) in zip(run["concurrency"], pairs) if plain in held and suffix in held]
+
+
+def paired_mat_ratio(raw: Path, a: str, b: str) -> Estimate:
+    """A's MAT over B's in a bench run's raw records, paired by question: the ratio of the two MATs (each
+    all tokens over all steps of every repeat), its interval from issue 57's bootstrap over questions,
+    each question's tokens and steps under both methods resampled together."""
+    lines = [json.loads(line) for line in raw.read_text(encoding="utf-8").splitlines() if line.strip()]
+    ids = lines[0]["settings"]["question_ids"]
+    sums = {m: {q: np.zeros(2) for q in ids} for m in (a, b)}
+    for record in map(QuestionRuns.from_json, lines[1:]):
+        for m in (a, b):
+            sums[m][record.question_id] += [sum(t.tokens for t in record.runs[m]), sum(t.steps for t in record.runs[m])]
+    (a_tokens, a_steps), (b_tokens, b_steps) = (np.array([sums[m][q] for q in ids]).T for m in (a, b))
+
+    def ratio(at, ast, bt, bst, axis=None):  # noqa: ANN001, ANN202
+        return (at.sum(axis) / ast.sum(axis)) / (bt.sum(axis) / bst.sum(axis))
+
+    columns = (a_tokens, a_steps, b_tokens, b_steps)
+    own = (a_tokens / a_steps) / (b_tokens / b_steps)
+    return cluster_bootstrap(columns, ratio, float(ratio(*columns)), own.tolist())
