@@ -81,6 +81,7 @@ from hdlib.bench.intervals import (
     t_over_repeats,
     verdict,
 )
+from hdlib.bench.provenance import provenance
 from hdlib.bench.records import digest
 from hdlib.bench.serving import VLLM_METHODS, bench_serve, vllm_method, vllm_servers, warm_up
 
@@ -298,6 +299,7 @@ def main() -> None:
     counts = counts * len(levels) if len(counts) == 1 else counts
     if len(counts) != len(levels) or min(counts) < 1:
         parser.error(f"--requests {args.requests}: a whole number of at least 1, or one per concurrency")
+    made = provenance(serving=True)  # at the start: the checkout that ran, whatever is edited during the run
     design = orders(methods, args.order_seed)
     balanced = args.repeats % len(design) == 0
     if not balanced:
@@ -365,7 +367,7 @@ def main() -> None:
         m: {c: summarize(runs[m][c], runs["vllm"][c] if m != "vllm" else None) for c in runs[m]} for m in methods
     }
     write_results(
-        args.out, "served_load", serving=True, server_args=SERVER_ARGS, client="vllm bench serve", questions=want,
+        args.out, "served_load", provenance=made, server_args=SERVER_ARGS, client="vllm bench serve", questions=want,
         max_new_tokens=args.max_new_tokens, concurrency=levels, repeats=args.repeats,
         requests=dict(zip(map(str, levels), counts)), preamble=PREAMBLE if args.preamble else "",
         together=args.together, fresh_per_level=args.fresh_per_level, same_questions=args.same_questions,
