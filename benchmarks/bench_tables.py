@@ -7,11 +7,9 @@ decoding and the ranking by MAT. The overall and per-tier tables' rows are the p
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from benchmarks.common import RESULTS, machine_folder
 from benchmarks.markdown import code, f1, f2, pct, table, x
 from hdlib.bench.arms import twins
 from hdlib.bench.intervals import MARGIN, Comparison, Estimate, aa_margin
@@ -34,9 +32,13 @@ def spread(metrics: Mapping[str, Any], key: str, fmt: Callable[[float], str]) ->
 
 def interval(e: Mapping[str, Any], fmt: Callable[[float], str]) -> str:
     """An estimate of `hdlib.bench.intervals` as written: '1.85x [1.62x, 2.10x]', or with too few
-    questions or repeats for one '1.85x (3 questions: no interval)'."""
+    questions or repeats for one '1.85x (3 questions: no interval)', with none at all '-' (no question
+    asked in every repeat, for an interval over both)."""
+    if e["n"] == 0:
+        return "-"
     if e.get("low") is None or e.get("high") is None:
-        return f"{fmt(e['value'])} ({e['n']} {e.get('over', 'questions')}: no interval)"
+        over = e.get("over", "questions")
+        return f"{fmt(e['value'])} ({e['n']} {over if e['n'] != 1 else over.removesuffix('s')}: no interval)"
     return f"{fmt(e['value'])} [{fmt(e['low'])}, {fmt(e['high'])}]"
 
 
@@ -54,13 +56,13 @@ def questions_in(metrics: Mapping[str, Any]) -> int | None:
 def comparison_table(data: Mapping[str, Any]) -> list[str]:
     """The run's paired comparisons: A/B overall (over questions, and over repeats where the run has
     several) and per task, each with its interval, and what the intervals allow one to say
-    (`hdlib.bench.intervals.verdict`; the margin for "on par" from the run's own A/A arms, or from the
-    machine's committed A/A run of the bench, `YARDSTICK`, where wider)."""
+    (`hdlib.bench.intervals.verdict`; the margin for "on par" from the run's own A/A arms, where
+    wider than ±5 %: a yardstick of another run would move this run's words whenever it changed)."""
     found = [Comparison.from_json(c) for c in data.get("comparisons") or []]
     if not found:
         return []
     tasks = list(found[0].tasks)
-    within = max(aa_margin(found), yardstick(data))
+    within = aa_margin(found)
     repeats = any(c.by_repeat is not None for c in found)
     rows = [
         [f"{code(c.a)} / {code(c.b)}", estimate(c.overall, x), str(c.overall.n),
@@ -79,19 +81,6 @@ def comparison_table(data: Mapping[str, Any]) -> list[str]:
         table(["A / B", "over questions", "questions", *(["over repeats"] if repeats else []), "verdict", *tasks],
               rows),
     ]  # fmt: skip
-
-
-YARDSTICK = "bench_aa.json"  # the committed A/A run of `hdlib bench` in a machine's results folder
-
-
-def yardstick(data: Mapping[str, Any]) -> float:
-    """The margin the committed A/A run of `hdlib bench` on the machine of `data` sets (`MARGIN` where
-    there is none)."""
-    path = RESULTS / machine_folder(data.get("machine")) / YARDSTICK
-    if not path.exists():
-        return MARGIN
-    aa = json.loads(path.read_text(encoding="utf-8"))
-    return aa_margin(Comparison.from_json(c) for c in aa.get("comparisons") or [])
 
 
 def bench_tables(data: Mapping[str, Any]) -> list[str]:

@@ -3,7 +3,7 @@
     python -m benchmarks.served_load --questions FILE [--split sealed] [--per-task 16] [--max-new-tokens 256]
         [--methods vllm,vllm-suffix,vllm-hd] [--concurrency 1,16] [--requests 16 | 8,16] [--repeats 6]
         [--fresh-per-level] [--filler-split dev] [--preamble] [--together] [--same-questions] [--order-seed 0]
-        [--out benchmarks/results/<machine>/served_load.json]
+        [--out benchmarks/results/<machine>/served_load.json] [--resume]
 
 Repeat by repeat, each method gets a `vllm serve` of its own (from .venv-vllm, on a free port of
 127.0.0.1, the packaged model in float32) with its speculative config
@@ -53,20 +53,30 @@ moves a whole repeat's requests of one method against the other's); and the serv
 token alike, where the paired ratios weigh every request alike). The verdict of a pair reads its
 by-question and by-repeat intervals together (`hdlib.bench.intervals.verdict`), with the margin
 for "on par" from the run's own A/A arm where it has one.
+
+A run is kept as it goes, block by block (a repeat's servers and what they served: every level of
+the repeat, or one with `--fresh-per-level`), in a raw file beside `--out` (NAME.raw.jsonl,
+`hdlib.bench.log.ResultsLog`), each block with the provenance of the start that served it. An
+interrupted run (Ctrl-C, a machine's session ending) loses at most the block it was on: the same
+command with `--resume` serves only the blocks not yet kept, and refuses settings that differ. A
+resumed run's file names every start and the blocks each served (`starts`).
 """
 
 from __future__ import annotations
 
+import json
 import random
+import shlex
 import sys
 import tempfile
 from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from benchmarks.bench_tables import interval
+from benchmarks.bench_tables import estimate, interval
 from benchmarks.common import load, questions_of, spec_bench_parser, write_results
 from benchmarks.markdown import code, f1, f2, pct, table, x
 from hdlib.bench.arms import method_of, twins, with_arms
@@ -75,15 +85,18 @@ from hdlib.bench.intervals import (
     Estimate,
     by_question,
     by_repeat,
+    crossed,
     geometric_mean,
     margin,
     ratio_over_repeats,
     t_over_repeats,
     verdict,
 )
+from hdlib.bench.log import ResultsLog, raw_path
 from hdlib.bench.provenance import provenance
 from hdlib.bench.records import digest
 from hdlib.bench.serving import VLLM_METHODS, bench_serve, vllm_method, vllm_servers, warm_up
+from hdlib.errors import HDError
 
 SERVER_ARGS = ["--dtype", "float32", "--max-model-len", "4096", "--max-num-seqs", "64"]
 PREAMBLE = (
@@ -98,6 +111,47 @@ PREAMBLE = (
 )
 DEFAULT_PAIRS = (("vllm-hd", "vllm"), ("vllm-hd", "vllm-suffix"))
 MEASURES = ("levels", "by_repeat", "throughput")  # a comparison's three ratios (module docstring)
+
+
+@dataclass(frozen=True)
+class Block:
+    """What one set of servers served, a line of the raw file (module docstring): repeat `repeat`'s
+    servers for the concurrencies `levels`, the methods in `order`, each method's record at each level
+    (`runs[method][level]`: its duration, tokens, accepted tokens and answers), and the provenance of
+    the start that served it (`made`)."""
+
+    repeat: int
+    levels: list[int]
+    order: list[str]
+    runs: dict[str, dict[str, Any]]
+    made: dict[str, Any]
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, row: Mapping[str, Any]) -> Block:
+        return cls(int(row["repeat"]), [int(c) for c in row["levels"]], list(row["order"]), dict(row["runs"]),
+                   dict(row["made"]))  # fmt: skip
+
+
+def gathered(blocks: Sequence[Block], methods: Sequence[str], levels: Sequence[int]) -> dict[str, dict[str, Any]]:
+    """The blocks' records as the results file holds them: per method and level, the repeats in order."""
+    runs: dict[str, dict[str, Any]] = {m: {str(c): {"repeats": []} for c in levels} for m in methods}
+    for block in sorted(blocks, key=lambda b: (b.repeat, b.levels)):
+        for m, at in block.runs.items():
+            for c, record in at.items():
+                runs[m][c]["repeats"].append(record)
+    return runs
+
+
+def starts(blocks: Sequence[Block]) -> list[dict[str, Any]]:
+    """Each start that served blocks of the run, in order, with the blocks it served ([repeat, levels])."""
+    found: dict[str, dict[str, Any]] = {}
+    for block in blocks:
+        key = json.dumps(block.made, sort_keys=True)
+        found.setdefault(key, {"provenance": block.made, "blocks": []})["blocks"].append([block.repeat, block.levels])
+    return list(found.values())
 
 
 def answers_of(result: Mapping[str, Any], questions: Sequence[Any], repeat: int, fillers: int = 0) -> list[dict]:
@@ -182,10 +236,11 @@ def ratios(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[tuple[int, int], 
     return matched(rates(a), rates(b))
 
 
-def paired(a: Mapping[str, Any], b: Mapping[str, Any]) -> Estimate:
+def paired(a: Mapping[str, Any], b: Mapping[str, Any], floor: bool = True) -> Estimate:
     """A's request tokens per second over B's at one concurrency, by question: each question's
-    geometric mean over its repeats, then over the questions, with its interval over questions."""
-    return geometric_mean(list(by_question(ratios(a, b)).values()))
+    geometric mean over its repeats, then over the questions, with its interval over questions
+    (`floor`: `hdlib.bench.intervals.cluster_bootstrap`'s)."""
+    return geometric_mean(list(by_question(ratios(a, b)).values()), floor=floor)
 
 
 def paired_by_repeat(a: Mapping[str, Any], b: Mapping[str, Any]) -> Estimate:
@@ -202,10 +257,16 @@ def throughput_by_repeat(a: Mapping[str, Any], b: Mapping[str, Any]) -> Estimate
     return t_over_repeats(list(matched(ours, theirs).values()))
 
 
-def compare(runs: Mapping[str, Any], pairs: Sequence[tuple[str, str]], levels: Sequence[int]) -> list[dict[str, Any]]:
+def compare(
+    runs: Mapping[str, Any], pairs: Sequence[tuple[str, str]], levels: Sequence[int], floor: bool = True
+) -> list[dict[str, Any]]:
     """For each pair (A, B) at each concurrency: the paired ratio by question and by repeat, and the
-    servers' throughput ratio by repeat."""
-    measures = {"levels": paired, "by_repeat": paired_by_repeat, "throughput": throughput_by_repeat}
+    servers' throughput ratio by repeat (`floor`: `paired`'s)."""
+    measures = {
+        "levels": lambda a, b: paired(a, b, floor),
+        "by_repeat": paired_by_repeat,
+        "throughput": throughput_by_repeat,
+    }
     return [
         {"a": a, "b": b} | {k: {str(c): f(runs[a][str(c)], runs[b][str(c)]).to_json() for c in levels}
                             for k, f in measures.items()}
@@ -213,14 +274,26 @@ def compare(runs: Mapping[str, Any], pairs: Sequence[tuple[str, str]], levels: S
     ]  # fmt: skip
 
 
-def margins(data: Mapping[str, Any]) -> dict[str, float]:
+def crossed_of(data: Mapping[str, Any], a: str, b: str, c: str) -> Estimate:
+    """A's request tokens per second over B's at concurrency `c`, over questions and repeats crossed
+    (`hdlib.bench.intervals.crossed`), from the answers the results hold."""
+    return crossed(ratios(data["runs"][a][c], data["runs"][b][c]))
+
+
+def margins(data: Mapping[str, Any], reading: str = "pair") -> dict[str, float]:
     """The margin for "on par" at each concurrency: `MARGIN`, or the widest spread of the run's own
-    A/A pairs there (by question and by repeat, `hdlib.bench.intervals.margin`) where wider."""
+    A/A pairs there where wider (`hdlib.bench.intervals.margin`): of their intervals by question and
+    by repeat for the verdict read on those two (`reading` "pair"), of their crossed interval for the
+    verdict read on it ("crossed")."""
     found = {str(c): MARGIN for c in data["concurrency"]}
     for cmp in data["comparisons"]:
         if (cmp["a"], cmp["b"]) in twins([cmp["a"], cmp["b"]]):
             for c in found:
-                spread = [margin(Estimate.from_json(cmp[m][c])) for m in ("levels", "by_repeat") if c in cmp.get(m, {})]
+                if reading == "crossed":
+                    spread = [margin(crossed_of(data, cmp["a"], cmp["b"], c))]
+                else:
+                    pair = [cmp[m][c] for m in ("levels", "by_repeat") if c in cmp.get(m, {})]
+                    spread = [margin(Estimate.from_json(e)) for e in pair]
                 found[c] = max([found[c], *spread])
     return found
 
@@ -283,12 +356,14 @@ def main() -> None:
     )
     parser.add_argument("--order-seed", type=int, default=0, help="which method takes which row of the design")
     parser.add_argument("--compare", action="append", default=[], metavar="A,B", help="paired ratio A/B")
+    parser.add_argument("--resume", action="store_true", help="continue an interrupted run from its raw file")
     args = parser.parse_args()
     methods, levels = with_arms(args.methods.split(",")), [int(c) for c in args.concurrency.split(",")]
     if methods[0] != "vllm" or not all(map(vllm_method, methods)):
         parser.error(f"--methods: `vllm` first (the reference), then any of {', '.join(VLLM_METHODS)}, vllm-hd:ORDER")
     pairs = [tuple(p.split(",")) for p in args.compare] or [
-        *(p for p in DEFAULT_PAIRS if set(p) <= set(methods)), *twins(methods)
+        *(p for p in DEFAULT_PAIRS if set(p) <= set(methods)),
+        *twins(methods),
     ]
     if any(len(p) != 2 or p[0] == p[1] or not set(p) <= set(methods) for p in pairs):
         parser.error(f"--compare A,B: two different methods of the run ({', '.join(methods)})")
@@ -320,23 +395,33 @@ def main() -> None:
         fillers = questions_of(args, args.filler_split)[:short]
         if len(fillers) < short:
             parser.error(f"--filler-split {args.filler_split}: {short} questions needed, {len(fillers)} there")
-    runs: dict[str, dict[str, Any]] = {m: {str(c): {"repeats": []} for c in levels} for m in methods}
-    ran: list[list[str]] = []
+    settings = {
+        "methods": methods, "concurrency": levels, "requests": counts, "repeats": args.repeats,
+        "max_new_tokens": args.max_new_tokens, "preamble": args.preamble, "together": args.together,
+        "fresh_per_level": args.fresh_per_level, "same_questions": args.same_questions,
+        "order_seed": args.order_seed, "split": args.split or "", "server_args": SERVER_ARGS,
+        "question_ids": [q.question_id for q in questions], "fillers": [q.question_id for q in fillers],
+    }  # fmt: skip
+    try:
+        log = ResultsLog(raw_path(args.out), settings, resume=args.resume, record=Block)
+    except HDError as e:
+        parser.error(str(e))
+    kept = {(b.repeat, tuple(b.levels)) for b in log.done}
 
-    def serve(r: int, method: str, url: str, c: int, folder: Path) -> None:
+    def serve(r: int, method: str, url: str, c: int, folder: Path) -> dict[str, Any]:
         asked = slices[(r, c)]
         topped = [*asked, *fillers[: dict(zip(levels, counts))[c] - len(asked)]]
         prompts = [(PREAMBLE if args.preamble else "") + q.turns[0] for q in topped]
         warm_up(url, method)
         result = bench_serve(url, method_of(method), lm.source, prompts, c, args.max_new_tokens, folder)
-        runs[method][str(c)]["repeats"].append({
+        done = {
             "repeat": r, "duration_s": float(result["duration"]), "tokens": int(result["total_output_tokens"]),
             "accepted": int(result.get("spec_decode_accepted_tokens", 0)),
             "answers": answers_of(result, topped, r, len(topped) - len(asked)),
-        })  # fmt: skip
-        done = runs[method][str(c)]["repeats"][-1]
+        }  # fmt: skip
         print(f"repeat {r + 1}/{args.repeats} {method} at {c}: {done['tokens'] / done['duration_s']:.1f} tok/s",
               flush=True)  # fmt: skip
+        return done
 
     def servers(order: Sequence[str], folders: Mapping[str, Path], tag: str) -> Any:
         """The methods' servers, started together (their start-ups overlap)."""
@@ -344,36 +429,51 @@ def main() -> None:
 
     # the levels one set of servers serves: each its own with --fresh-per-level, else all of a repeat's
     groups = [[c] for c in levels] if args.fresh_per_level else [levels]
-    with tempfile.TemporaryDirectory() as work:
-        for r in range(args.repeats):
-            order = design[r % len(design)]
-            folders = {m: Path(work) / f"r{r}-{m}" for m in order}
-            for folder in folders.values():
-                folder.mkdir()
-            for group in groups:
-                tag = f"-c{group[0]}" if args.fresh_per_level else ""
-                if args.together:
-                    with servers(order, folders, tag) as urls:
-                        for c in group:
-                            for method in order:
-                                serve(r, method, urls[method], c, folders[method])
-                    continue
-                for method in order:
-                    with servers([method], folders, tag) as urls:
-                        for c in group:
-                            serve(r, method, urls[method], c, folders[method])
-            ran.append(list(order))
+    try:
+        with tempfile.TemporaryDirectory() as work:
+            for r in range(args.repeats):
+                order = design[r % len(design)]
+                folders = {m: Path(work) / f"r{r}-{m}" for m in order}
+                for folder in folders.values():
+                    folder.mkdir()
+                for group in groups:
+                    if (r, tuple(group)) in kept:
+                        continue
+                    tag = f"-c{group[0]}" if args.fresh_per_level else ""
+                    served_: dict[str, dict[str, Any]] = {m: {} for m in order}
+                    if args.together:
+                        with servers(order, folders, tag) as urls:
+                            for c in group:
+                                for method in order:
+                                    served_[method][str(c)] = serve(r, method, urls[method], c, folders[method])
+                    else:
+                        for method in order:
+                            with servers([method], folders, tag) as urls:
+                                for c in group:
+                                    served_[method][str(c)] = serve(r, method, urls[method], c, folders[method])
+                    log.append(Block(r, group, list(order), served_, dict(made)))
+    except KeyboardInterrupt:
+        again = shlex.join(
+            ["python", "-m", "benchmarks.served_load", *sys.argv[1:], *([] if args.resume else ["--resume"])]
+        )
+        print(f"served_load: interrupted: {len(log.done)} blocks kept in {log.path}; continue with: {again}",
+              file=sys.stderr)  # fmt: skip
+        raise SystemExit(130) from None
+    runs = gathered(log.done, methods, levels)
+    ran = [next(b.order for b in log.done if b.repeat == r) for r in range(args.repeats)]
+    began = starts(log.done)
     summary = {
         m: {c: summarize(runs[m][c], runs["vllm"][c] if m != "vllm" else None) for c in runs[m]} for m in methods
     }
     write_results(
-        args.out, "served_load", provenance=made, server_args=SERVER_ARGS, client="vllm bench serve", questions=want,
+        args.out, "served_load", provenance=began[0]["provenance"], server_args=SERVER_ARGS,
+        client="vllm bench serve", questions=want,
         max_new_tokens=args.max_new_tokens, concurrency=levels, repeats=args.repeats,
         requests=dict(zip(map(str, levels), counts)), preamble=PREAMBLE if args.preamble else "",
         together=args.together, fresh_per_level=args.fresh_per_level, same_questions=args.same_questions,
         order_seed=args.order_seed, design=design, balanced=balanced, orders=ran, split=args.split or "",
         fillers=[q.question_id for q in fillers], summary=summary, comparisons=compare(runs, pairs, levels),
-        runs=runs,
+        runs=runs, **({"starts": began} if len(began) > 1 else {}),
     )  # fmt: skip
 
 
@@ -390,7 +490,7 @@ def tables(data: Mapping[str, Any]) -> list[str]:
             rows.append([str(c), code(name), interval(r["tokens_per_s"], f1), ratio, f1(r["tpot_ms_p50"]),
                          f1(r["tpot_ms_p99"]), f1(r["ttft_ms_p50"]), interval(r["mat"], f2), str(r["requests"]),
                          same])  # fmt: skip
-    within = margins(data)
+    within, within_crossed = margins(data), margins(data, "crossed")
     compared = []
     for cmp in data["comparisons"]:
         aa = (cmp["a"], cmp["b"]) in twins([cmp["a"], cmp["b"]])  # an A/A pair is held to MARGIN, not to itself
@@ -399,11 +499,12 @@ def tables(data: Mapping[str, Any]) -> list[str]:
             row = [f"{code(cmp['a'])} / {code(cmp['b'])}", str(c), interval(e, x), str(e["n"])]
             if "by_repeat" in cmp:
                 row += [interval(cmp["by_repeat"][c], x), str(cmp["by_repeat"][c]["n"])]
-            margin_ = MARGIN if aa else within[c]
-            row.append(verdict(*paired_, within=margin_))
+            row.append(verdict(*paired_, within=MARGIN if aa else within[c]))
+            both = crossed_of(data, cmp["a"], cmp["b"], c)
+            row += [estimate(both, x), verdict(both, within=MARGIN if aa else within_crossed[c])]
             if "throughput" in cmp:
                 by = cmp["throughput"][c]
-                row += [interval(by, x), verdict(Estimate.from_json(by), within=margin_)]
+                row += [interval(by, x), verdict(Estimate.from_json(by), within=MARGIN if aa else within[c])]
             compared.append(row)
     measured = [m for m in MEASURES if all(m in cmp for cmp in data["comparisons"])]
     sent = data["requests"]  # (one number for every concurrency in the files of before per-level counts)
@@ -418,24 +519,29 @@ def tables(data: Mapping[str, Any]) -> list[str]:
                "MAT", "answers", "identical to plain"]  # fmt: skip
     paired_columns = ["A / B", "concurrency", "by question", "questions"]
     paired_columns += ["by repeat", "repeats"] if "by_repeat" in measured else []
-    paired_columns += ["verdict"]
+    paired_columns += ["verdict", "questions x repeats", "verdict on both"]
     paired_columns += ["throughput", "verdict on throughput"] if "throughput" in measured else []
     margin_text = ", ".join(f"±{100 * m:.0f} % at {c}" for c, m in within.items())
+    crossed_text = ", ".join(f"±{100 * m:.0f} % at {c}" for c, m in within_crossed.items())
     return [
         f"Settings: {data['model']}, `vllm serve` {' '.join(data['server_args'])}, load from `vllm bench serve`, "
-        f"greedy, {data['repeats']} repeats (a fresh server each{fresh}), {requests} requests per concurrency and "
-        f"repeat, each a Spec-Bench question's first turn{preamble} sent {asked} ({data['questions']} questions"
-        f"{half}{filled}), {data['max_new_tokens']} new tokens at most. Output tokens per second and MAT: the mean "
+        f"greedy, {data['repeats']} {'repeat' if data['repeats'] == 1 else 'repeats'} (a fresh server each{fresh}), "
+        f"{requests} requests per concurrency and repeat, each a Spec-Bench question's first turn{preamble} sent "
+        f"{asked} ({data['questions']} questions{half}{filled}), {data['max_new_tokens']} new tokens at most. Output "
+        "tokens per second and MAT: the mean "
         "over repeats, with its t-interval over repeats where there are at least five.",
         table(columns, rows),
         "Paired comparisons of a request's tokens per second (its output tokens over its latency) under A and under "
         "B on the same question at the same concurrency: by question (each question's ratio over its repeats, the "
         "geometric mean over questions, its 95 % interval from a bootstrap over questions, each with its repeats), "
-        "by repeat (each repeat's geometric mean over its questions, a t-interval over repeats, at least five), and "
-        "the servers' throughput (each repeat's output tokens per second under A over B's, a t-interval over "
-        "repeats). The verdict reads the by-question and by-repeat intervals together: faster or slower where both "
-        "exclude 1 on that side, on par where both lie within the margin "
-        f"({margin_text}; an A/A pair's own within ±{100 * MARGIN:.0f} %), else not told apart:",
+        "by repeat (each repeat's geometric mean over its questions, a t-interval over repeats, at least five), over "
+        "questions and repeats crossed (a t-interval from their two-way analysis of variance, where every question "
+        "was asked in each of at least five repeats), and the servers' throughput (each repeat's output tokens per "
+        "second under A over B's, a t-interval over repeats). The first verdict reads the by-question and by-repeat "
+        "intervals together: faster or slower where both exclude 1 on that side, on par where both lie within the "
+        f"margin ({margin_text}), else not told apart, as it is wherever either has no interval; the second reads "
+        f"the crossed interval alone (margin {crossed_text}), the third the throughput's (an A/A pair's own are held "
+        f"to ±{100 * MARGIN:.0f} %):",
         table(paired_columns, compared),
     ]
 

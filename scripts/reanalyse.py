@@ -2,7 +2,10 @@
 the per-question records each file holds or has beside it; nothing is measured again.
 
     python -m scripts.reanalyse [FILE ...]      (default: every file it knows how to read, under benchmarks/results/)
+    python -m scripts.reanalyse FILE --out OUT [--plan-reading]
 
+Only results written before results carried their provenance: a later one was computed by the
+estimators of the commit it names, and is kept as it came out (a sealed run, read by its plan).
 `hdlib bench` results with their raw records (NAME.raw.jsonl): each method's metrics and the paired
 comparisons, from the records alone (`hdlib.bench.metrics`), only for files that carry intervals.
 benchmarks/served_load.py's results: each method's summary and the comparisons, from the answers the
@@ -10,6 +13,12 @@ file holds (`benchmarks.served_load.summarize`, `compare`). Every value (a speed
 must come out as the file has it, or the file is left alone and named: only the intervals change. A
 file rewritten says so in its `analysis` field. tests/test_reanalyse.py checks that running it again
 changes nothing.
+
+With `--out`, one file (provenance or not) is read again into another, which says so in its
+`analysis` field and keeps the run's command and provenance: a sealed run read by today's estimators
+beside its plan's reading (`sealed_bench_reread.json`), or, with `--plan-reading`, a served run read
+by the interval over questions its plan named (`cluster_bootstrap(floor=False)`: without the
+t-interval floor; `sealed_served_plan.json`).
 """
 
 from __future__ import annotations
@@ -28,7 +37,20 @@ from hdlib.bench.records import QuestionRuns
 NOTE = (
     "intervals recomputed from the file's own records by scripts/reanalyse.py with hdlib.bench.intervals as of "
     "issue 57 (over questions: a BCa bootstrap of whole questions, each with its repeats, widened for few "
-    "questions, none under 6; over repeats: a t-interval, none under 5); every value as the run wrote it"
+    "questions and never narrower than the t-interval over the questions, none under 6; over repeats: a "
+    "t-interval, none under 5); every value as the run wrote it"
+)
+
+
+REREAD = (
+    "the run's own records read again by scripts/reanalyse.py with hdlib.bench.intervals after issue 57's review "
+    "(over questions: the BCa bootstrap never narrower than the t-interval over the questions): not the reading its "
+    "plan named, which the run's own file gives; every value as the run wrote it"
+)
+PLAN_READING = (
+    "the run's own records read by scripts/reanalyse.py with the interval over questions issue 57's sealed plan "
+    "named (the BCa bootstrap of whole questions widened for few questions, without the later t-interval floor: "
+    "cluster_bootstrap(floor=False)); every value as the run wrote it"
 )
 
 
@@ -47,13 +69,13 @@ def bench(data: Mapping[str, Any], raw: Path) -> dict[str, Any]:
     return out
 
 
-def served(data: Mapping[str, Any]) -> dict[str, Any]:
+def served(data: Mapping[str, Any], floor: bool = True) -> dict[str, Any]:
     from benchmarks.served_load import compare, summarize
 
     runs = data["runs"]
     summary = {m: {c: summarize(runs[m][c], runs["vllm"][c] if m != "vllm" else None) for c in runs[m]} for m in runs}
     pairs = [(c["a"], c["b"]) for c in data["comparisons"]]
-    return dict(data) | {"summary": summary, "comparisons": compare(runs, pairs, data["concurrency"])}
+    return dict(data) | {"summary": summary, "comparisons": compare(runs, pairs, data["concurrency"], floor)}
 
 
 def values_kept(before: Any, after: Any, path: str = "") -> list[str]:
@@ -66,26 +88,41 @@ def values_kept(before: Any, after: Any, path: str = "") -> list[str]:
     return []
 
 
-def reanalysed(path: Path) -> dict[str, Any] | None:
-    """The file at `path` with today's intervals, or None where it is not one this script reads."""
+def reanalysed(path: Path, again: bool = False, plan: bool = False) -> dict[str, Any] | None:
+    """The file at `path` with today's intervals, or None where it is not one this script reads;
+    `again`: a file with its provenance too (read into another file, `--out`), `plan`: by the interval
+    over questions issue 57's sealed plan named (served runs)."""
     data = json.loads(path.read_text(encoding="utf-8"))
+    if "provenance" in data and not again:  # written by the estimators of its commit, which it names: kept
+        return None
     raw = path.with_name(path.stem + ".raw.jsonl")
-    if "methods" in data and raw.exists() and '"low"' in json.dumps(data["methods"]):
+    if "methods" in data and raw.exists() and '"low"' in json.dumps(data["methods"]) and not plan:
         out = bench(data, raw)
     elif "summary" in data and isinstance(data.get("runs"), Mapping) and "comparisons" in data:
-        out = served(data)
+        out = served(data, floor=not plan)
     else:
         return None
     changed = values_kept(data, out)
     if changed:
         raise SystemExit(f"{path}: values would change, not only intervals ({', '.join(changed[:5])}): left alone")
-    return out | {"analysis": NOTE}
+    return out | {"analysis": PLAN_READING if plan else REREAD if again else NOTE}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("files", nargs="*", type=Path)
+    parser.add_argument("--out", type=Path, help="read the one FILE again into OUT (a file with provenance too)")
+    parser.add_argument("--plan-reading", action="store_true", help="with --out: the sealed plan's interval")
     args = parser.parse_args(argv)
+    if args.out is not None or args.plan_reading:
+        if len(args.files) != 1 or args.out is None:
+            parser.error("--out (and --plan-reading) read one FILE into OUT")
+        out = reanalysed(args.files[0], again=True, plan=args.plan_reading)
+        if out is None:
+            parser.error(f"{args.files[0]}: not a file this script reads")
+        args.out.write_text(json.dumps(out, indent=1) + "\n", encoding="utf-8")
+        print(f"wrote {args.out}")
+        return 0
     for path in args.files or sorted(RESULTS.rglob("*.json")):
         out = reanalysed(path)
         if out is not None:

@@ -7,45 +7,16 @@ tests/test_docs_serving.py), each verdict computed with `hdlib.bench.intervals.v
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import json
-import os
-import shutil
 import subprocess
 import sys
-from pathlib import Path
-from types import ModuleType
 
 import pytest
 from support.doc_claims import XEON, cited, paired_mat_ratio, result, say, words
+from support.results_doc import DOC, RESULTS, ROOT, generator, linked_copy, rewrite
 
 from benchmarks import bench_tables
-from benchmarks.bench_tables import yardstick
 from hdlib.bench.intervals import Comparison, Estimate, aa_margin, verdict
-
-ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "benchmarks" / "results"
-DOC = ROOT / "docs" / "benchmarks.md"
-
-
-def generator() -> ModuleType:
-    """scripts/benchmarks_doc.py, as `python -m scripts.benchmarks_doc` imports it from the root."""
-    return importlib.import_module("scripts.benchmarks_doc")
-
-
-def linked_copy(tmp_path: Path) -> Path:
-    """benchmarks/results/ as links to the committed files (a file to change is replaced by a copy)."""
-    copy = tmp_path / "results"
-    shutil.copytree(RESULTS, copy, copy_function=os.symlink)
-    return copy
-
-
-def rewrite(path: Path, change) -> None:
-    data = json.loads(path.read_text(encoding="utf-8"))
-    change(data)
-    path.unlink()
-    path.write_text(json.dumps(data, indent=1), encoding="utf-8")
 
 
 def test_the_committed_doc_is_what_make_benchmarks_doc_writes(tmp_path):
@@ -201,14 +172,23 @@ def test_docs_peers_cites_the_report_half_run_with_its_intervals():
     peers = {n: m["overall"]["speedup"] for n, m in data["methods"].items() if not n.startswith("hd") and n != "ar"}
     [compared] = [Comparison.from_json(c) for c in data["comparisons"]]
     assert (compared.a, compared.b) == ("hd", max(peers, key=peers.get)) == ("hd", "suffix")
-    said = compared.verdict(max(aa_margin([compared]), yardstick(data)))
+    said = compared.verdict(aa_margin([compared]))
     assert said == "not told apart" and compared.overall.contains(1.0)
     assert compared.by_repeat is not None and not compared.by_repeat.has_interval  # three repeats
     sentence = (f"`hd` against SuffixDecoding, the peer with the highest speedup here, question by question: "
                 f"{compared.overall.describe(suffix='x')} over {compared.overall.n} questions: {said}.")  # fmt: skip
     assert sentence in text
-    low = 100 * (1 - compared.overall.low)
-    assert f"reaches {low:.0f} % below it" in text and f"up to {low:.0f} % slower" in text
+    low, high = 100 * (1 - compared.overall.low), 100 * (compared.overall.high - 1)
+    assert f"reaches {low:.0f} % below it" in text and f"up to {low:.0f} % slower or up to {high:.0f} % faster" in text
+    assert f"(from {low:.0f} % below 1 to {high:.0f} % above)" in text  # the dev run's note points here
+    own = ", ".join(f"{v:.2f}" for v in compared.by_repeat.values[:-1]) + f" and {compared.by_repeat.values[-1]:.2f}"
+    assert f"three repeats are too few for an interval over repeats; their own ratios were {own}" in text
+    # the single runs (no interval) are said to tell nothing apart, not to be "within noise"
+    assert "within this run's noise" not in text and "within its noise" not in text
+    field = result("field")["methods"]
+    assert not any("intervals" in m["overall"] for m in field.values())  # one run, no interval
+    window = field["hd+window"]["overall"]["speedup"] / field["hd"]["overall"]["speedup"]
+    assert f"ran at {window:.2f}x `hd`'s speed, which this run, without an interval, does not tell apart" in text
     mat = paired_mat_ratio(XEON / "report_half.raw.jsonl", "hd", "suffix")
     overall = {m: data["methods"][m]["overall"]["mat"] for m in ("hd", "suffix")}
     assert mat.value == pytest.approx(overall["hd"] / overall["suffix"])

@@ -50,3 +50,30 @@ def test_what_notebook_01_says_of_bfloat16_holds():
     assert not re.search(r"identical to plain decoding's for only \d+ of the \d+", text)
     recorded = {f.name for f in dataclasses.fields(Divergence)}  # what the bench records of a parting
     assert {"position", "expected", "got", "gap", "kind"} <= recorded
+
+
+def test_what_notebook_04_says_of_single_runs_gives_no_verdict():
+    """04's comparisons of one run without intervals (the field run, the order ablation) give no
+    verdict, by issue 57's rule: `hd-paper`'s speed there is a number (the field run's own), its
+    verdict the report half's, whose whole interval lies below 1; the order ablation's "beats" is
+    said to compare one run's numbers; the mended and merged drafter's speed tells nothing apart."""
+    import json
+
+    from hdlib.bench.intervals import Estimate, verdict
+
+    text = text_of("04_order_ablation")
+    results = ROOT / "benchmarks" / "results" / "xeon-amx"
+    field = json.loads((results / "field.json").read_text(encoding="utf-8"))
+    assert "intervals" not in field["methods"]["hd-paper"]["overall"]  # one run: no interval
+    assert f"in this one run it made {field['methods']['hd-paper']['overall']['speedup']:.2f}x `ar`'s speed" in text
+    assert "a number without an interval, which alone allows no verdict" in text
+    repeated = json.loads((results / "report_half.json").read_text(encoding="utf-8"))
+    e = Estimate.from_json(repeated["methods"]["hd-paper"]["overall"]["intervals"]["speedup"])
+    assert verdict(e) == "slower"
+    assert (
+        f"is slower than plain decoding in the repeated run on the report half (docs/peers.md: {e.describe(suffix='x')}"
+        in text
+    )
+    assert "still slower than plain decoding, here" not in text
+    assert "it compares this run's numbers, not a verdict" in text and "beats" in text  # the code cell's word, read
+    assert "lost in the noise" not in text and "Neither that run (one run, no interval) nor two questions" in text

@@ -1,6 +1,7 @@
-"""The sealed split and its plan (benchmarks/plans/sealed_issue57.md): no committed result asks a sealed
-question but the runs the plan names; those runs are the plan's commands as written, made from a
-clean checkout of a commit that already held the plan."""
+"""The sealed split and its plan (benchmarks/plans/sealed_issue57.md, and its addendum): no committed
+result asks a sealed question but the runs the plan names and their readings (scripts/reanalyse.py
+`--out`); those runs are the plan's commands as written (`--resume` where a run was continued, as
+the addendum says), made from clean checkouts of commits that already held the plan."""
 
 from __future__ import annotations
 
@@ -53,8 +54,12 @@ def test_the_sealed_split_is_each_tasks_last_9_of_spec_benchs_non_dev_questions(
     assert [q.question_id for q in split(rows, "sealed")] == SEALED_IDS
 
 
+READINGS = {"epyc-avx512/sealed_bench_reread.json": "epyc-avx512/sealed_bench.json",
+            "epyc-avx512/sealed_served_plan.json": "epyc-avx512/sealed_served.json"}  # fmt: skip
+
+
 def test_no_committed_result_asks_a_sealed_question_but_the_planned_runs():
-    allowed = {*planned(), *(rel.replace(".json", ".raw.jsonl") for rel in planned())}
+    allowed = {*planned(), *(rel.replace(".json", ".raw.jsonl") for rel in planned()), *READINGS}
     sealed = set(SEALED_IDS)
     for path in sorted(p for p in RESULTS.rglob("*") if p.suffix in (".json", ".jsonl")):
         rel = path.relative_to(RESULTS).as_posix()
@@ -75,12 +80,27 @@ def test_a_planned_run_is_the_plans_command_from_a_clean_commit_that_held_the_pl
         pytest.skip(f"{rel}: not run yet")
     data = json.loads(path.read_text(encoding="utf-8"))
     made = data["provenance"]
-    recorded = shlex.split(data["command"])
+    recorded = [a for a in shlex.split(data["command"]) if a != "--resume"]
     wanted = shlex.split(planned()[rel])
     assert recorded[recorded.index("--questions") + 2 :] == wanted[wanted.index("--questions") + 2 :]
-    assert made["clean"] is True and made["commit"]
-    held = subprocess.run(["git", "cat-file", "-e", f"{made['commit']}:{PLAN.relative_to(ROOT)}"], cwd=ROOT,
-                          capture_output=True)  # fmt: skip
-    if held.returncode != 0 and b"Not a valid object name" in held.stderr:
-        pytest.skip("this clone does not hold the run's commit (a shallow clone)")
-    assert held.returncode == 0, f"{rel} was made at {made['commit']}, which does not hold the plan"
+    for made in [made, *(s["provenance"] for s in data.get("starts", []))]:  # every start of a run continued
+        assert made["clean"] is True and made["commit"]
+        held = subprocess.run(["git", "cat-file", "-e", f"{made['commit']}:{PLAN.relative_to(ROOT)}"], cwd=ROOT,
+                              capture_output=True)  # fmt: skip
+        if held.returncode != 0 and b"Not a valid object name" in held.stderr:
+            pytest.skip("this clone does not hold the run's commit (a shallow clone)")
+        assert held.returncode == 0, f"{rel} was made at {made['commit']}, which does not hold the plan"
+
+
+@pytest.mark.parametrize("rel", sorted(READINGS))
+def test_a_reading_of_a_planned_run_is_its_records_read_again_and_says_which(rel):
+    """The readings beside a sealed run: its command, provenance and every value, other intervals."""
+    from scripts.reanalyse import PLAN_READING, REREAD, reanalysed
+
+    path, run = RESULTS / rel, RESULTS / READINGS[rel]
+    if not path.exists():
+        pytest.skip(f"{rel}: not made yet")
+    data = json.loads(path.read_text(encoding="utf-8"))
+    plan = data["analysis"] == PLAN_READING
+    assert data["analysis"] in (PLAN_READING, REREAD) and plan == rel.endswith("_plan.json")
+    assert data == reanalysed(run, again=True, plan=plan)

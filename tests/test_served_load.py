@@ -1,10 +1,13 @@
 """The served benchmark's design and its numbers (benchmarks/served_load.py), on answers made up here:
 the methods' order balanced over repeats, which questions each repeat and level asks, a question's
-repeats as one cluster, the three paired ratios, the margin an A/A arm sets, and the fillers that
-load a server without being measured. (tests/test_vllm.py runs it against real servers.)"""
+repeats as one cluster, the three paired ratios, the margin an A/A arm sets, the fillers that load a
+server without being measured, and a run interrupted and resumed. (tests/test_vllm.py runs it
+against real servers.)"""
 
 from __future__ import annotations
 
+import json
+import sys
 from collections import Counter
 from itertools import pairwise
 from types import SimpleNamespace
@@ -90,11 +93,12 @@ def test_the_throughput_ratio_weighs_tokens_where_the_paired_ratio_weighs_reques
                          "tpot_ms_p99": 1.0, "ttft_ms_p50": 1.0, "mat": {"value": 1.0, "low": 1.0, "high": 1.0, "n": 5},
                          "requests": 6, "identical_frac": None}} for m in runs}  # fmt: skip
     data = {"concurrency": [4], "summary": summary, "comparisons": [cmp], "requests": {"4": 6}, "model": "m",
-            "server_args": [], "repeats": 5, "questions": 6, "max_new_tokens": 8}  # fmt: skip
+            "server_args": [], "repeats": 5, "questions": 6, "max_new_tokens": 8, "runs": runs}  # fmt: skip
     printed = "\n".join(tables(data))
-    assert "| verdict | throughput | verdict on throughput |" in printed
-    row = next(line for line in printed.splitlines() if line.startswith("| `vllm-hd` / `vllm` | 4 |"))
-    assert row.split("|")[-4].strip() == "faster" and row.split("|")[-2].strip() == "on par"
+    assert "| verdict | questions x repeats | verdict on both | throughput | verdict on throughput |" in printed
+    row = [cell.strip() for cell in next(line for line in printed.splitlines()
+                                         if line.startswith("| `vllm-hd` / `vllm` | 4 |")).split("|")]  # fmt: skip
+    assert (row[-6], row[-4], row[-2]) == ("faster", "faster", "on par")
 
 
 def test_an_aa_arm_sets_the_margin_where_it_spread_further_than_5_percent():
@@ -115,3 +119,76 @@ def test_fillers_load_the_server_but_no_per_question_measure_reads_them():
     assert set(rates(lvl)) == {(1, 0), (2, 0)}
     s = summarize(lvl, lvl)
     assert s["requests"] == 2 and s["identical_frac"] == 1.0 and s["tokens_per_s"]["value"] == pytest.approx(2.0)
+
+
+def fake_run(monkeypatch, tmp_path, stop_after: int | None = None) -> list[tuple[int, str, int]]:
+    """Stand-ins for what main() starts (the model, the servers, vLLM's load generator): every request
+    answers its question's id as text, in a time set by its question, its method and its repeat. The
+    servers stop the run (Ctrl-C) when `stop_after` blocks have been served."""
+    import contextlib
+
+    import benchmarks.served_load as served_load
+
+    questions = [SimpleNamespace(question_id=i, task="qa", turns=[f"q{i}"]) for i in range(8)]
+    served: list[tuple[int, str, int]] = []
+    blocks = []
+
+    @contextlib.contextmanager
+    def servers(source, order, logs, args):
+        if stop_after is not None and len(blocks) == stop_after:
+            raise KeyboardInterrupt
+        blocks.append(list(order))
+        yield {m: f"http://127.0.0.1/{m}" for m in order}
+
+    def bench_serve(url, method, source, prompts, c, max_new_tokens, folder):
+        served.append((len(blocks), url.rsplit("/", 1)[1], c))
+        ids = [int(p[1:]) for p in prompts]
+        speed = 1.0 + 0.1 * ids[0] + (0.2 if "hd" in url else 0.0)
+        return {"duration": 10.0, "total_output_tokens": 10 * len(ids), "output_lens": [10] * len(ids),
+                "latencies": [10 / (speed + i / 100) for i in ids], "ttfts": [0.1] * len(ids),
+                "generated_texts": [str(i) for i in ids], "errors": [""] * len(ids)}  # fmt: skip
+
+    monkeypatch.setattr(served_load, "load", lambda args: (questions, SimpleNamespace(source="model")))
+    monkeypatch.setattr(served_load, "vllm_servers", servers)
+    monkeypatch.setattr(served_load, "bench_serve", bench_serve)
+    monkeypatch.setattr(served_load, "warm_up", lambda url, method: None)
+    monkeypatch.setattr(served_load, "provenance", lambda serving: {"commit": f"start {stop_after}"})
+    return served
+
+
+def run_main(monkeypatch, argv: list[str]) -> None:
+    import benchmarks.served_load as served_load
+
+    monkeypatch.setattr(sys, "argv", ["served_load", *argv])
+    served_load.main()
+
+
+def test_an_interrupted_run_resumed_serves_only_what_it_had_not_and_comes_out_as_one_uninterrupted(
+    monkeypatch, tmp_path, capsys
+):
+    """A run stopped after its third block (of 2 repeats x 2 levels) keeps three; the same command with
+    --resume serves the fourth alone, and its results are an uninterrupted run's but for the starts
+    each block names. Without --resume, a raw file with blocks is refused; with other settings too."""
+    argv = ["--questions", "unused", "--methods", "vllm,vllm-hd", "--concurrency", "1,4", "--requests", "2,4",
+            "--repeats", "2", "--same-questions", "--together", "--fresh-per-level"]  # fmt: skip
+    whole, parted = tmp_path / "whole.json", tmp_path / "parted.json"
+    fake_run(monkeypatch, tmp_path)
+    run_main(monkeypatch, [*argv, "--out", str(whole)])
+    fake_run(monkeypatch, tmp_path, stop_after=3)
+    with pytest.raises(SystemExit) as stopped:
+        run_main(monkeypatch, [*argv, "--out", str(parted)])
+    assert stopped.value.code == 130 and "continue with: python -m benchmarks.served_load" in capsys.readouterr().err
+    assert not parted.exists() and len(parted.with_name("parted.raw.jsonl").read_text().splitlines()) == 1 + 3
+    with pytest.raises(SystemExit):  # not told to resume: the three blocks are not overwritten
+        run_main(monkeypatch, [*argv, "--out", str(parted)])
+    with pytest.raises(SystemExit):
+        run_main(monkeypatch, [*argv, "--repeats", "4", "--out", str(parted), "--resume"])
+    assert "other settings" in capsys.readouterr().err
+    served = fake_run(monkeypatch, tmp_path, stop_after=None)
+    run_main(monkeypatch, [*argv, "--out", str(parted), "--resume"])
+    assert sorted((m, c) for _, m, c in served) == [("vllm", 4), ("vllm-hd", 4)]
+    one, two = (json.loads(p.read_text()) for p in (whole, parted))
+    assert [s["blocks"] for s in two.pop("starts")] == [[[0, [1]], [0, [4]], [1, [1]]], [[1, [4]]]]
+    for data in (one, two):
+        data.pop("command"), data.pop("provenance")
+    assert one == two

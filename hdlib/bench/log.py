@@ -9,7 +9,9 @@ written whole, flushed and synced before the next question starts, so an interru
 most the question it was on; a last line cut short by a crash is dropped on resume.
 
 A run resumes only with the same settings (else HDError says which differ); the final metrics are
-computed from these records alone, so a resumed run and an uninterrupted one aggregate alike.
+computed from these records alone, so a resumed run and an uninterrupted one aggregate alike. Another
+harness keeps records of its own kind the same way (`ResultsLog(record=...)`: benchmarks/served_load.py
+keeps one line per block of requests served).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import json
 import os
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any, Protocol
 
 from hdlib.bench.records import QuestionRuns
 from hdlib.bench.specbench import Question
@@ -66,17 +69,24 @@ def raw_path(out: str | Path) -> Path:
     return out.with_name(f"{out.stem}.raw.jsonl")
 
 
+class Record(Protocol):
+    """A line of a raw results file: written by `to_json`, read back by the class's `from_json`."""
+
+    def to_json(self) -> dict[str, Any]: ...
+
+
 class ResultsLog:
-    """The raw results file at `path` for a run with `settings`; `done` holds what it answered already.
+    """The raw results file at `path` for a run with `settings`; `done` holds what it answered already
+    (`record`'s, by default an answered question).
 
     Without `resume`, a file that already holds answered questions is refused (it would be lost);
     with it, a missing file starts a new run.
     """
 
-    def __init__(self, path: str | Path, settings: dict[str, object], resume: bool) -> None:
+    def __init__(self, path: str | Path, settings: dict[str, object], resume: bool, record: Any = QuestionRuns) -> None:
         self.path = Path(path)
         self.settings = settings
-        self.done: list[QuestionRuns] = []
+        self.done: list[Any] = []
         self._keep_lines: list[str] | None = None  # rewrite the file with these first (a cut line dropped)
         if not self.path.exists():
             return
@@ -92,10 +102,10 @@ class ResultsLog:
         self._check_settings(lines[0])
         for number, line in enumerate(lines[1:], 2):
             try:
-                self.done.append(QuestionRuns.from_json(json.loads(line)))
+                self.done.append(record.from_json(json.loads(line)))
             except (ValueError, KeyError, TypeError) as e:
                 raise HDError(
-                    f"{self.path}, line {number}: not an answered question ({e}): the file is damaged"
+                    f"{self.path}, line {number}: not a record of this run ({e}): the file is damaged"
                 ) from None
         if cut:
             self._keep_lines = lines
@@ -131,8 +141,8 @@ class ResultsLog:
                 "resume with the same ones, or choose another --out"
             )
 
-    def append(self, answered: QuestionRuns) -> None:
-        """Add one answered question, durably, before the run goes on."""
+    def append(self, answered: Record) -> None:
+        """Add one record (an answered question), durably, before the run goes on."""
         if self._keep_lines is not None or not self.path.exists():
             lines = self._keep_lines or [json.dumps({"settings": self.settings})]
             write_text_atomic(self.path, "".join(f"{line}\n" for line in lines))

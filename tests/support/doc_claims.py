@@ -98,6 +98,14 @@ def verdicts(run: Mapping[str, Any], a: str, b: str) -> list[str]:
     ]
 
 
+def by_question_alone(run: Mapping[str, Any], a: str, b: str) -> list[str]:
+    """What the interval by question of a served run's ratio a/b would say alone at each concurrency: not
+    the run's verdict where it has no interval over repeats (`verdicts`), but what docs/serving.md
+    quotes "by question alone" beside it."""
+    cmp, within = comparison(run, a, b), margins(run)
+    return [verdict(Estimate.from_json(cmp["levels"][c]), within=within[c]) for c in map(str, run["concurrency"])]
+
+
 def throughput_verdicts(run: Mapping[str, Any], a: str, b: str) -> list[str]:
     """The verdict of the servers' throughput ratio a/b at each concurrency, which stands apart."""
     cmp, within = comparison(run, a, b), margins(run)
