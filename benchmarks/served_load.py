@@ -59,7 +59,8 @@ the repeat, or one with `--fresh-per-level`), in a raw file beside `--out` (NAME
 `hdlib.bench.log.ResultsLog`), each block with the provenance of the start that served it. An
 interrupted run (Ctrl-C, a machine's session ending) loses at most the block it was on: the same
 command with `--resume` serves only the blocks not yet kept, and refuses settings that differ. A
-resumed run's file names every start and the blocks each served (`starts`).
+resumed run's file names every start and the blocks each served (`starts`); a run begun from a clean
+checkout is continued only from a clean checkout of the same commit, so that one code serves it all.
 """
 
 from __future__ import annotations
@@ -406,6 +407,11 @@ def main() -> None:
         log = ResultsLog(raw_path(args.out), settings, resume=args.resume, record=Block)
     except HDError as e:
         parser.error(str(e))
+    began = log.done[0].made if log.done else {}
+    if began.get("commit") and (made.get("commit") != began["commit"] or made.get("clean") is not True):
+        here = f"{made.get('commit') or 'not a checkout'}{'' if made.get('clean') else ', with changes'}"
+        parser.error(f"--resume: {log.path} was served from a clean checkout of {began['commit']}, this is {here}: "
+                     "continue it from that one, so that one code serves the whole run")  # fmt: skip
     kept = {(b.repeat, tuple(b.levels)) for b in log.done}
 
     def serve(r: int, method: str, url: str, c: int, folder: Path) -> dict[str, Any]:

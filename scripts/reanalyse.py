@@ -2,7 +2,7 @@
 the per-question records each file holds or has beside it; nothing is measured again.
 
     python -m scripts.reanalyse [FILE ...]      (default: every file it knows how to read, under benchmarks/results/)
-    python -m scripts.reanalyse FILE --out OUT [--plan-reading]
+    python -m scripts.reanalyse FILE --out OUT [--plan-reading | --without-records 59-74]
 
 Only results written before results carried their provenance: a later one was computed by the
 estimators of the commit it names, and is kept as it came out (a sealed run, read by its plan).
@@ -18,7 +18,10 @@ With `--out`, one file (provenance or not) is read again into another, which say
 `analysis` field and keeps the run's command and provenance: a sealed run read by today's estimators
 beside its plan's reading (`sealed_bench_reread.json`), or, with `--plan-reading`, a served run read
 by the interval over questions its plan named (`cluster_bootstrap(floor=False)`: without the
-t-interval floor; `sealed_served_plan.json`).
+t-interval floor; `sealed_served_plan.json`), or, with `--without-records`, a bench run read
+without some of its records (numbered from 1 in its raw file, the settings line not counted), whose
+values then change too: a check beside a run whose records were disturbed, never its verdict
+(`sealed_bench_undisturbed.json`, benchmarks/plans/sealed_issue57_addendum.md).
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ REREAD = (
     "(over questions: the BCa bootstrap never narrower than the t-interval over the questions): not the reading its "
     "plan named, which the run's own file gives; every value as the run wrote it"
 )
+WITHOUT = "a check, not the run's verdict: the run read without its raw records numbered "
 PLAN_READING = (
     "the run's own records read by scripts/reanalyse.py with the interval over questions issue 57's sealed plan "
     "named (the BCa bootstrap of whole questions widened for few questions, without the later t-interval floor: "
@@ -54,14 +58,16 @@ PLAN_READING = (
 )
 
 
-def bench(data: Mapping[str, Any], raw: Path) -> dict[str, Any]:
+def bench(data: Mapping[str, Any], raw: Path, without: frozenset[int] = frozenset()) -> dict[str, Any]:
+    """A bench file's metrics and comparisons from its raw records, less the records numbered `without`."""
     from hdlib.bench.metrics import aggregate, compare
 
     lines = [json.loads(line) for line in raw.read_text(encoding="utf-8").splitlines() if line.strip()]
     settings = lines[0]["settings"]
-    records = {(r.question_id, r.repeat): r for r in map(QuestionRuns.from_json, lines[1:])}
+    kept = [r for number, r in enumerate(map(QuestionRuns.from_json, lines[1:]), 1) if number not in without]
+    records = {(r.question_id, r.repeat): r for r in kept}
     repeats = int(settings.get("repeats", 1))
-    answered = [records[(q, r)] for r in range(repeats) for q in settings["question_ids"]]
+    answered = [records[(q, r)] for r in range(repeats) for q in settings["question_ids"] if (q, r) in records]
     names = list(data["methods"])
     methods = {n: m.to_json() for n, m in aggregate(answered, names).items()}
     pairs = [(c["a"], c["b"]) for c in data.get("comparisons", [])]
@@ -88,16 +94,21 @@ def values_kept(before: Any, after: Any, path: str = "") -> list[str]:
     return []
 
 
-def reanalysed(path: Path, again: bool = False, plan: bool = False) -> dict[str, Any] | None:
+def reanalysed(
+    path: Path, again: bool = False, plan: bool = False, without: frozenset[int] = frozenset()
+) -> dict[str, Any] | None:
     """The file at `path` with today's intervals, or None where it is not one this script reads;
     `again`: a file with its provenance too (read into another file, `--out`), `plan`: by the interval
-    over questions issue 57's sealed plan named (served runs)."""
+    over questions issue 57's sealed plan named (served runs), `without`: less these raw records (a
+    bench run's; its values change)."""
     data = json.loads(path.read_text(encoding="utf-8"))
     if "provenance" in data and not again:  # written by the estimators of its commit, which it names: kept
         return None
     raw = path.with_name(path.stem + ".raw.jsonl")
     if "methods" in data and raw.exists() and '"low"' in json.dumps(data["methods"]) and not plan:
-        out = bench(data, raw)
+        out = bench(data, raw, without)
+        if without:
+            return out | {"analysis": f"{WITHOUT}{', '.join(map(str, sorted(without)))}; {REREAD}"}
     elif "summary" in data and isinstance(data.get("runs"), Mapping) and "comparisons" in data:
         out = served(data, floor=not plan)
     else:
@@ -108,16 +119,30 @@ def reanalysed(path: Path, again: bool = False, plan: bool = False) -> dict[str,
     return out | {"analysis": PLAN_READING if plan else REREAD if again else NOTE}
 
 
+def records(spec: str) -> list[int]:
+    """'59-74,80' -> [59, ..., 74, 80]."""
+    found: list[int] = []
+    for part in filter(None, spec.split(",")):
+        first, _, last = part.partition("-")
+        found += range(int(first), int(last or first) + 1)
+    return found
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("files", nargs="*", type=Path)
     parser.add_argument("--out", type=Path, help="read the one FILE again into OUT (a file with provenance too)")
     parser.add_argument("--plan-reading", action="store_true", help="with --out: the sealed plan's interval")
+    parser.add_argument("--without-records", default="", metavar="A-B,C", help="with --out: less these raw records")
     args = parser.parse_args(argv)
-    if args.out is not None or args.plan_reading:
-        if len(args.files) != 1 or args.out is None:
-            parser.error("--out (and --plan-reading) read one FILE into OUT")
-        out = reanalysed(args.files[0], again=True, plan=args.plan_reading)
+    try:
+        without = frozenset(records(args.without_records))
+    except ValueError:
+        parser.error(f"--without-records {args.without_records}: numbers and ranges, such as 59-74 or 3,5-7")
+    if args.out is not None or args.plan_reading or without:
+        if len(args.files) != 1 or args.out is None or (args.plan_reading and without):
+            parser.error("--out reads one FILE into OUT, with --plan-reading or --without-records (not both)")
+        out = reanalysed(args.files[0], again=True, plan=args.plan_reading, without=without)
         if out is None:
             parser.error(f"{args.files[0]}: not a file this script reads")
         args.out.write_text(json.dumps(out, indent=1) + "\n", encoding="utf-8")

@@ -12,7 +12,7 @@ import subprocess
 import sys
 
 import pytest
-from support.doc_claims import XEON, cited, paired_mat_ratio, result, say, words
+from support.doc_claims import EPYC, XEON, cited, paired_mat_ratio, result, say, sealed_bench_sentences, section, words
 from support.results_doc import DOC, RESULTS, ROOT, generator, linked_copy, rewrite
 
 from benchmarks import bench_tables
@@ -163,7 +163,7 @@ def test_docs_peers_cites_the_report_half_run_with_its_intervals():
     57's bootstrap over questions."""
     text = words(ROOT / "docs" / "peers.md")
     data = result("report_half")
-    shown = cited(text)
+    shown = cited(section(text, "## The report half, repeated"))
     assert set(shown) == set(data["methods"]) - {"ar"}
     for name, numbers in shown.items():
         e = data["methods"][name]["overall"]["intervals"]
@@ -224,3 +224,14 @@ def test_what_the_doc_says_of_the_engine_before_and_after_its_contracts_changed_
     own = auto["this"]["overhead_ms_per_step"] / auto["base"]["overhead_ms_per_step"]
     said = f"{100 * (own - 1):.0f} % more ({auto['this']['overhead_ms_per_step']:.2f} against "
     assert said + f"{auto['base']['overhead_ms_per_step']:.2f} ms" in doc
+
+
+def test_docs_peers_gives_the_sealed_bench_as_its_plan_reads_it():
+    """docs/peers.md's section on issue 57's sealed bench says what the files say, each sentence computed
+    from them (`support.doc_claims.sealed_bench_sentences`): the plan's verdict, the A/A yardstick,
+    the reading after the review and the check without the disturbed records, per task."""
+    if not (EPYC / "sealed_bench.json").exists():
+        pytest.skip("the sealed bench has not been committed yet")
+    text = section(words(ROOT / "docs" / "peers.md"), "## The sealed set")
+    for sentence in sealed_bench_sentences():
+        assert sentence in text, sentence

@@ -121,7 +121,7 @@ def test_fillers_load_the_server_but_no_per_question_measure_reads_them():
     assert s["requests"] == 2 and s["identical_frac"] == 1.0 and s["tokens_per_s"]["value"] == pytest.approx(2.0)
 
 
-def fake_run(monkeypatch, tmp_path, stop_after: int | None = None) -> list[tuple[int, str, int]]:
+def fake_run(monkeypatch, tmp_path, stop_after: int | None = None, changed: dict | None = None) -> list[tuple]:
     """Stand-ins for what main() starts (the model, the servers, vLLM's load generator): every request
     answers its question's id as text, in a time set by its question, its method and its repeat. The
     servers stop the run (Ctrl-C) when `stop_after` blocks have been served."""
@@ -152,7 +152,8 @@ def fake_run(monkeypatch, tmp_path, stop_after: int | None = None) -> list[tuple
     monkeypatch.setattr(served_load, "vllm_servers", servers)
     monkeypatch.setattr(served_load, "bench_serve", bench_serve)
     monkeypatch.setattr(served_load, "warm_up", lambda url, method: None)
-    monkeypatch.setattr(served_load, "provenance", lambda serving: {"commit": f"start {stop_after}"})
+    made = {"commit": "c0ffee", "clean": True, "host": f"start {stop_after}"} | (changed or {})
+    monkeypatch.setattr(served_load, "provenance", lambda serving: made)
     return served
 
 
@@ -168,7 +169,8 @@ def test_an_interrupted_run_resumed_serves_only_what_it_had_not_and_comes_out_as
 ):
     """A run stopped after its third block (of 2 repeats x 2 levels) keeps three; the same command with
     --resume serves the fourth alone, and its results are an uninterrupted run's but for the starts
-    each block names. Without --resume, a raw file with blocks is refused; with other settings too."""
+    each block names. Without --resume, a raw file with blocks is refused; with other settings too, and
+    from another checkout or one with changes."""
     argv = ["--questions", "unused", "--methods", "vllm,vllm-hd", "--concurrency", "1,4", "--requests", "2,4",
             "--repeats", "2", "--same-questions", "--together", "--fresh-per-level"]  # fmt: skip
     whole, parted = tmp_path / "whole.json", tmp_path / "parted.json"
@@ -184,6 +186,11 @@ def test_an_interrupted_run_resumed_serves_only_what_it_had_not_and_comes_out_as
     with pytest.raises(SystemExit):
         run_main(monkeypatch, [*argv, "--repeats", "4", "--out", str(parted), "--resume"])
     assert "other settings" in capsys.readouterr().err
+    for other in ({"commit": "decade"}, {"clean": False}):  # another checkout, or this one with changes
+        fake_run(monkeypatch, tmp_path, changed=other)
+        with pytest.raises(SystemExit):
+            run_main(monkeypatch, [*argv, "--out", str(parted), "--resume"])
+        assert "continue it from that one" in capsys.readouterr().err
     served = fake_run(monkeypatch, tmp_path, stop_after=None)
     run_main(monkeypatch, [*argv, "--out", str(parted), "--resume"])
     assert sorted((m, c) for _, m, c in served) == [("vllm", 4), ("vllm-hd", 4)]

@@ -53,8 +53,8 @@ class Provenance(TypedDict):
     serving_versions: dict[str, str | None] | None  # the same in vLLM's environment, for runs served there
     forward_profile: str | None  # ForwardProfile.digest() of the profile the auto budget used; None: not used
     kernel_choices: str | None  # digest of the kernel-choice file the prepacked layers read; None: none read
-    host: str  # socket.gethostname()
-    cpu: str  # the processor's name, as describe_machine() reads it
+    host: str  # socket.gethostname(), with a digest of /etc/machine-id (`host`)
+    cpu: str  # the processor's name, as describe_machine() reads it, with its microcode (`cpu`)
 
 
 KEYS = tuple(Provenance.__annotations__)  # what a complete record holds
@@ -78,9 +78,32 @@ def provenance(
         "serving_versions": serving_versions() if serving else None,
         "forward_profile": profile.digest() if profile is not None else None,
         "kernel_choices": kernel_choices(lm) if lm is not None else None,
-        "host": socket.gethostname(),
-        "cpu": str(describe_machine()["cpu"]),
+        "host": host(),
+        "cpu": cpu(),
     }
+
+
+def host() -> str:
+    """The host's name, and a digest of its machine id where it has one: 'vm (machine 9f2c41d07a3b8e65)'
+    (virtual machines often share a name; the digest tells two apart without giving the id away)."""
+    name = socket.gethostname()
+    try:
+        mid = Path("/etc/machine-id").read_text(encoding="utf-8").strip()
+    except OSError:
+        return name
+    return f"{name} (machine {hashlib.sha256(mid.encode()).hexdigest()[:16]})" if mid else name
+
+
+def cpu() -> str:
+    """The processor as `describe_machine` names it, with its microcode where /proc/cpuinfo gives it (a
+    hypervisor may hide the model's full name, not its microcode)."""
+    name = str(describe_machine()["cpu"])
+    try:
+        info = Path("/proc/cpuinfo").read_text(encoding="utf-8")
+    except OSError:
+        return name
+    code = next((line.split(":", 1)[1].strip() for line in info.splitlines() if line.startswith("microcode")), "")
+    return f"{name}, microcode {code}" if code else name
 
 
 def _git(*args: str) -> str | None:

@@ -138,3 +138,55 @@ def paired_mat_ratio(raw: Path, a: str, b: str) -> Estimate:
     columns = (a_tokens, a_steps, b_tokens, b_steps)
     own = (a_tokens / a_steps) / (b_tokens / b_steps)
     return cluster_bootstrap(columns, ratio, float(ratio(*columns)), own.tolist())
+
+
+EPYC = RESULTS / "epyc-avx512"
+
+
+def section(text: str, heading: str) -> str:
+    """The part of a page's words from `heading` to the next heading of its level or above."""
+    start = text.index(heading)
+    level = heading.split(" ", 1)[0]
+    ends = [m.start() for m in re.finditer(r"(?<= )#{1,%d} " % len(level), text[start + len(heading) :])]
+    return text[start : start + len(heading) + min(ends)] if ends else text[start:]
+
+
+def sealed_bench_sentences() -> list[str]:
+    """What docs/peers.md says of issue 57's sealed bench (benchmarks/plans/sealed_issue57.md, part 1),
+    each sentence computed from the files: each method's speed and MAT; `hd` against SuffixDecoding
+    and the A/A pair as the plan reads them (the run's own intervals, both together, the margin from
+    the A/A pair's reach); the same read again after the review (`sealed_bench_reread.json`) and,
+    as a check, without the disturbed records (`sealed_bench_undisturbed.json`); per task."""
+    from hdlib.bench.intervals import MARGIN, Comparison, aa_margin
+
+    def load(name: str) -> dict[str, Any]:
+        return json.loads((EPYC / f"{name}.json").read_text(encoding="utf-8"))
+
+    run, again, check = load("sealed_bench"), load("sealed_bench_reread"), load("sealed_bench_undisturbed")
+    out = []
+    for name in ("hd", "hd#2", "suffix"):
+        e = run["methods"][name]["overall"]["intervals"]
+        out.append(f"`{name}` {Estimate.from_json(e['speedup']).describe(suffix='x')} "
+                   f"(MAT {Estimate.from_json(e['mat']).describe()})")  # fmt: skip
+    pairs = {(c["a"], c["b"]): Comparison.from_json(c) for c in run["comparisons"]}
+    hd, aa = pairs["hd", "suffix"], pairs["hd#2", "hd"]
+    within = aa_margin(pairs.values())
+    said = hd.verdict(within)
+    out.append(f"`hd` against SuffixDecoding, question by question: {hd.overall.describe(suffix='x')} over "
+               f"{hd.overall.n} questions; repeat by repeat: {hd.by_repeat.describe(suffix='x')} over "
+               f"{hd.by_repeat.n} repeats: {said}")  # type: ignore[union-attr]  # fmt: skip
+    out.append(f"the margin for on par: ±{100 * within:.0f} %")
+    out.append(f"`hd#2` against `hd`, the same method twice: {aa.overall.describe(suffix='x')} by question, "
+               f"{aa.by_repeat.describe(suffix='x')} by repeat: {aa.verdict(MARGIN)}")  # type: ignore[union-attr]  # fmt: skip
+    seconds = {}
+    for label, data in (("read again after the review", again), ("without the 16 disturbed question-repeats", check)):
+        found = {(c["a"], c["b"]): Comparison.from_json(c) for c in data["comparisons"]}
+        other = found["hd", "suffix"]
+        seconds[label] = other.verdict(aa_margin(found.values()))
+        out.append(f"{label}: {other.overall.describe(suffix='x')} by question, "
+                   f"{other.by_repeat.describe(suffix='x')} by repeat: {seconds[label]}")  # type: ignore[union-attr]  # fmt: skip
+    tasks = next(c for c in run["comparisons"] if (c["a"], c["b"]) == ("hd", "suffix"))["tasks"]
+    out.append("; ".join(f"{task} {Estimate.from_json(e).describe(suffix='x')}" for task, e in tasks.items()))
+    if said in ("faster", "slower") and seconds["read again after the review"] != said:
+        out.append(f"{said}, unconfirmed")
+    return out
