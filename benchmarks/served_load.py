@@ -56,7 +56,8 @@ for "on par" from the run's own A/A arm where it has one.
 
 A run is kept as it goes, block by block (a repeat's servers and what they served: every level of
 the repeat, or one with `--fresh-per-level`), in a raw file beside `--out` (NAME.raw.jsonl,
-`hdlib.bench.log.ResultsLog`), each block with the provenance of the start that served it. An
+`hdlib.bench.log.ResultsLog`), each block with the provenance of the start that served it and the
+time that start began (`started`, UTC), so that two starts on one checkout and host stay apart. An
 interrupted run (Ctrl-C, a machine's session ending) loses at most the block it was on: the same
 command with `--resume` serves only the blocks not yet kept, and refuses settings that differ. A
 resumed run's file names every start and the blocks each served (`starts`); a run begun from a clean
@@ -72,6 +73,7 @@ import sys
 import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -375,7 +377,8 @@ def main() -> None:
     counts = counts * len(levels) if len(counts) == 1 else counts
     if len(counts) != len(levels) or min(counts) < 1:
         parser.error(f"--requests {args.requests}: a whole number of at least 1, or one per concurrency")
-    made = provenance(serving=True)  # at the start: the checkout that ran, whatever is edited during the run
+    # at the start: the checkout that ran, whatever is edited during the run, and when this start began
+    made = provenance(serving=True) | {"started": datetime.now(timezone.utc).isoformat(timespec="seconds")}
     design = orders(methods, args.order_seed)
     balanced = args.repeats % len(design) == 0
     if not balanced:

@@ -6,13 +6,17 @@ intervals allow (`hdlib.bench.intervals.verdict`, the served runs' margins from
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from support.doc_claims import (
+    EPYC,
     ROOT,
     by_question_alone,
     cited,
     comparison,
     result,
     say,
+    sealed_served_sentences,
+    section,
     served_table_is,
     table_rows,
     target_levels,
@@ -452,3 +456,23 @@ def test_what_docs_serving_says_of_todays_host_cost_holds():
     wide = {c["context"]: c["hd_over_ngram"] for c in result("proposer_cost")["cells"] if c["rows"] == 256}
     assert verdict(Estimate.from_json(wide[16384]), above="costs more", below="costs less") == "costs less"
     assert f"costs less than the n-gram proposer ({say(wide[16384])})" in words(SERVING)
+
+
+def test_what_docs_serving_says_of_the_sealed_served_run_holds():
+    """Issue 57's sealed served run (benchmarks/plans/sealed_issue57.md, part 2), as its plan reads it:
+    the table is the plan reading's, every answer plain vLLM's, and each sentence of the section is
+    computed from the two files (`support.doc_claims.sealed_served_sentences`): each pair's verdict
+    at each level, marked unconfirmed where today's reading does not repeat it, today's reading and
+    the crossed interval beside it, the throughput, the A/A pair, the target."""
+    import json
+
+    if not (EPYC / "sealed_served.json").exists():
+        pytest.skip("the sealed served run has not been committed yet")
+    page = text()
+    heading = "### The sealed set"
+    plan = json.loads((EPYC / "sealed_served_plan.json").read_text(encoding="utf-8"))
+    served_table_is(page, page.index(heading), plan)
+    said = section(words(SERVING), heading)
+    for sentence in sealed_served_sentences():
+        assert sentence in said, sentence
+

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import sys
 from collections import Counter
+from datetime import datetime
 from itertools import pairwise
 from types import SimpleNamespace
 
@@ -195,7 +196,9 @@ def test_an_interrupted_run_resumed_serves_only_what_it_had_not_and_comes_out_as
     run_main(monkeypatch, [*argv, "--out", str(parted), "--resume"])
     assert sorted((m, c) for _, m, c in served) == [("vllm", 4), ("vllm-hd", 4)]
     one, two = (json.loads(p.read_text()) for p in (whole, parted))
-    assert [s["blocks"] for s in two.pop("starts")] == [[[0, [1]], [0, [4]], [1, [1]]], [[1, [4]]]]
+    began = two.pop("starts")
+    assert [s["blocks"] for s in began] == [[[0, [1]], [0, [4]], [1, [1]]], [[1, [4]]]]
+    assert all(datetime.fromisoformat(s["provenance"]["started"]).tzinfo for s in began)  # each start's time, UTC
     for data in (one, two):
         data.pop("command"), data.pop("provenance")
     assert one == two

@@ -190,3 +190,57 @@ def sealed_bench_sentences() -> list[str]:
     if said in ("faster", "slower") and seconds["read again after the review"] != said:
         out.append(f"{said}, unconfirmed")
     return out
+
+
+SEALED_PAIRS = (("vllm-hd", "vllm"), ("vllm-hd", "vllm-suffix"), ("vllm-suffix", "vllm"))
+
+
+def sealed_served_sentences() -> list[str]:
+    """What docs/serving.md says of issue 57's sealed served run (benchmarks/plans/sealed_issue57.md,
+    part 2), each sentence computed from the files: the verdict of each pair at each concurrency as the
+    plan reads it (`sealed_served_plan.json`: its intervals over questions and over repeats together,
+    the margin the larger of 5 % and the A/A pair's reach there), marked "unconfirmed" where a "faster"
+    or "slower" is not repeated by today's reading (`sealed_served.json`: the interval over questions
+    never narrower than the t-interval, with its own margin); the A/A pair at 5 %; today's reading and
+    the crossed interval beside it; the servers' throughput ratio, its own verdict; the share of answers
+    identical to plain vLLM's; the levels where the run shows issue 45's target."""
+    from benchmarks.served_load import crossed_of
+
+    def load(name: str) -> dict[str, Any]:
+        return json.loads((EPYC / f"{name}.json").read_text(encoding="utf-8"))
+
+    plan, run = load("sealed_served_plan"), load("sealed_served")
+    levels = [str(c) for c in plan["concurrency"]]
+    within, crossed_within = margins(plan), margins(run, "crossed")
+    out = ["the margin for on par at concurrency " + ", ".join(f"{c}: ±{100 * within[c]:.0f} %" for c in levels)]
+    for a, b in SEALED_PAIRS:
+        cmp, floored = comparison(plan, a, b), comparison(run, a, b)
+        said, again = verdicts(plan, a, b), verdicts(run, a, b)
+        for c, s, t in zip(levels, said, again):
+            mark = ", unconfirmed" if s in ("faster", "slower") and t != s else ""
+            out.append(f"`{a}` against `{b}`: {say(cmp['levels'][c])} at concurrency {c} by question, "
+                       f"{say(cmp['by_repeat'][c])} by repeat: {s}{mark}")  # fmt: skip
+        out.append(f"`{a}` against `{b}` read today, by question at " + "; ".join(
+            f"{c}: {say(floored['levels'][c])}, {t}" for c, t in zip(levels, again)))  # fmt: skip
+        crossed = [crossed_of(run, a, b, c) for c in levels]
+        out.append(f"`{a}` against `{b}` over questions and repeats crossed at " + "; ".join(
+            f"{c}: {e.describe(suffix='x')}, {verdict(e, within=crossed_within[c])}"
+            for c, e in zip(levels, crossed)))  # fmt: skip
+        thr = throughput_verdicts(plan, a, b)
+        out.append(f"the servers' throughput, `{a}` against `{b}`, at " + "; ".join(
+            f"{c}: {say(cmp['throughput'][c])}, {v}" for c, v in zip(levels, thr)))  # fmt: skip
+    aa = comparison(plan, "vllm-hd#2", "vllm-hd")
+    for c in levels:
+        q, r = Estimate.from_json(aa["levels"][c]), Estimate.from_json(aa["by_repeat"][c])
+        out.append(f"`vllm-hd#2` against `vllm-hd`: {q.describe(suffix='x')} at concurrency {c} by question, "
+                   f"{r.describe(suffix='x')} by repeat: "
+                   f"{verdict(q, r)}")  # fmt: skip
+    shares = {m: [r["identical_frac"] for r in plan["summary"][m].values()] for m in plan["summary"] if m != "vllm"}
+    if all(v == 1.0 for vs in shares.values() for v in vs):
+        out.append("every answer of every method was plain vLLM's for the same question and repeat")
+    else:
+        out.append("answers identical to plain vLLM's, at each concurrency: " + "; ".join(
+            f"`{m}` " + ", ".join(f"{100 * v:.1f} %" for v in vs) for m, vs in shares.items()))  # fmt: skip
+    held = target_levels(plan)
+    out.append("the target at " + (", ".join(map(str, held)) if held else "no concurrency"))
+    return out
