@@ -536,7 +536,8 @@ def tables(data: Mapping[str, Any]) -> list[str]:
         f"Settings: {data['model']}, `vllm serve` {' '.join(data['server_args'])}, load from `vllm bench serve`, "
         f"greedy, {data['repeats']} {'repeat' if data['repeats'] == 1 else 'repeats'} (a fresh server each{fresh}), "
         f"{requests} requests per concurrency and repeat, each a Spec-Bench question's first turn{preamble} sent "
-        f"{asked} ({data['questions']} questions{half}{filled}), {data['max_new_tokens']} new tokens at most. Output "
+        f"{asked} ({data['questions'] - len(data.get('fillers', []))} questions{half}{filled}), "
+        f"{data['max_new_tokens']} new tokens at most. Output "
         "tokens per second and MAT: the mean "
         "over repeats, with its t-interval over repeats where there are at least five.",
         table(columns, rows),

@@ -31,10 +31,11 @@ def planned() -> dict[str, str]:
 
 
 def asked(path: Path) -> Iterator[int]:
-    """The question ids a results file (or its raw records) holds answers to."""
+    """The question ids a results file (or its raw records: a bench's one answer a line, a served run's
+    one block of answers a line, each after a line of settings) holds answers to."""
     if path.name.endswith(".raw.jsonl"):
         for line in path.read_text(encoding="utf-8").splitlines()[1:]:
-            yield json.loads(line)["question_id"]
+            yield from (int(i) for i in re.findall(r'"question_id": (\d+)', line))
         return
     text = path.read_text(encoding="utf-8")
     yield from (int(i) for i in re.findall(r'"question_id": (\d+)', text))

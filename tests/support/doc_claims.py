@@ -242,5 +242,7 @@ def sealed_served_sentences() -> list[str]:
         out.append("answers identical to plain vLLM's, at each concurrency: " + "; ".join(
             f"`{m}` " + ", ".join(f"{100 * v:.1f} %" for v in vs) for m, vs in shares.items()))  # fmt: skip
     held = target_levels(plan)
-    out.append("the target at " + (", ".join(map(str, held)) if held else "no concurrency"))
+    named = [str(c) for c in held]
+    out.append("issue 45's target at " + ("concurrency " + " and ".join(
+        [", ".join(named[:-1]), named[-1]] if len(named) > 1 else named) if named else "no concurrency"))  # fmt: skip
     return out
