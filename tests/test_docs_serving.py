@@ -525,4 +525,24 @@ def test_what_docs_serving_reads_from_the_sealed_served_run_holds():
     # The A/A pair at 1: by question alone above 1, by repeat holding 1.
     aa = comparison(plan, "vllm-hd#2", "vllm-hd")
     assert aa["levels"]["1"]["low"] > 1 and aa["by_repeat"]["1"]["low"] < 1
-    assert "1.02x [1.01, 1.03], lies above 1" in said and "repeats, [0.98, 1.06], holds" in said
+    assert aa["levels"]["64"]["high"] < 1 and aa["by_repeat"]["64"]["low"] < 1 < aa["by_repeat"]["64"]["high"]
+    assert "at 1, 1.02x [1.01, 1.03], above it, and at 64, 0.99x [0.99, 1.00], below it" in said
+    assert "([0.98, 1.06] and [0.97, 1.02])" in said
+    # "At 1 (8 of the sealed questions) ... and by the servers' throughput (1.79x and 1.14x)."
+    assert plan["requests"]["1"] == 8 and "At concurrency 1 (8 of the sealed questions" in said
+    assert f"throughput ({say(cmp['throughput']['1'])[:5]} and {say(suffix['throughput']['1'])[:5]})" in said
+    # "Its throughput at 8 is on par ... within the A/A margin of 6 %; held to 5 % it would not be told apart."
+    at8 = Estimate.from_json(cmp["throughput"]["8"])
+    assert verdict(at8, within=within["8"]) == "on par" and verdict(at8, within=MARGIN) == NOT_TOLD
+    # At 64 the level's time is its slowest request's; the mean latencies and the slowest, over repeats.
+    def at_64(method: str) -> tuple[float, float]:
+        repeats = run["runs"][method]["64"]["repeats"]
+        for r in repeats:
+            assert r["duration_s"] == pytest.approx(max(a["latency_s"] for a in r["answers"]), rel=0.01)
+        sealed = [a["latency_s"] for r in repeats for a in r["answers"] if not a.get("filler")]
+        return float(np.mean(sealed)), float(np.mean([r["duration_s"] for r in repeats]))
+
+    (hd_mean, hd_last), (plain_mean, plain_last) = at_64("vllm-hd"), at_64("vllm")
+    assert (f"sealed requests took {hd_mean:.1f} s on average against plain vLLM's {plain_mean:.1f} s, but its "
+            f"slowest took {hd_last:.1f} s against {plain_last:.1f} s") in said  # fmt: skip
+    assert "one is, `vllm-hd` against plain vLLM at 64, whose crossed interval holds 1" in said
