@@ -18,7 +18,8 @@ With `--out`, one file (provenance or not) is read again into another, which say
 `analysis` field and keeps the run's command and provenance: a sealed run read by today's estimators
 beside its plan's reading (`sealed_bench_reread.json`), or, with `--plan-reading`, a served run read
 by the interval over questions its plan named (`cluster_bootstrap(floor=False)`: without the
-t-interval floor; `sealed_served_plan.json`), or, with `--without-records`, a bench run read
+t-interval floor; `sealed_served_plan.json`; each comparison lists the levels whose verdict the run's
+own reading does not repeat, `unconfirmed`), or, with `--without-records`, a bench run read
 without some of its records (numbered from 1 in its raw file, the settings line not counted), whose
 values then change too: a check beside a run whose records were disturbed, never its verdict
 (`sealed_bench_undisturbed.json`, benchmarks/plans/sealed_issue57_addendum.md).
@@ -111,6 +112,11 @@ def reanalysed(
             return out | {"analysis": f"{WITHOUT}{', '.join(map(str, sorted(without)))}; {REREAD}"}
     elif "summary" in data and isinstance(data.get("runs"), Mapping) and "comparisons" in data:
         out = served(data, floor=not plan)
+        if plan:  # the verdicts the run's own reading does not repeat, marked (benchmarks.served_load.unconfirmed)
+            from benchmarks.served_load import unconfirmed
+
+            marks = unconfirmed(out, data)
+            out["comparisons"] = [c | {"unconfirmed": marks.get((c["a"], c["b"]), [])} for c in out["comparisons"]]
     else:
         return None
     changed = values_kept(data, out)

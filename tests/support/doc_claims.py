@@ -212,7 +212,7 @@ def sealed_served_sentences() -> list[str]:
     crossed interval beside it; the servers' throughput ratio, its own verdict; the share of answers
     identical to plain vLLM's; the levels where the run shows issue 45's target, and those of them
     that rest on a verdict marked unconfirmed."""
-    from benchmarks.served_load import crossed_of
+    from benchmarks.served_load import crossed_of, unconfirmed
 
     def load(name: str) -> dict[str, Any]:
         return json.loads((EPYC / f"{name}.json").read_text(encoding="utf-8"))
@@ -224,22 +224,21 @@ def sealed_served_sentences() -> list[str]:
     levels = [str(c) for c in plan["concurrency"]]
     within, crossed_within = margins(plan), margins(run, "crossed")
     out = ["the margin for on par at concurrency " + ", ".join(f"{c}: ±{100 * within[c]:.0f} %" for c in levels)]
-    unconfirmed: set[tuple[str, str, str]] = set()
+    marks = unconfirmed(plan, run)
+    assert {(c["a"], c["b"]): c["unconfirmed"] for c in plan["comparisons"] if c["unconfirmed"]} == marks
     for a, b in SEALED_PAIRS:
         cmp, floored = comparison(plan, a, b), comparison(run, a, b)
         said, again = verdicts(plan, a, b), verdicts(run, a, b)
         crossed = [crossed_of(run, a, b, c) for c in levels]
         across = [verdict(e, within=crossed_within[c]) for c, e in zip(levels, crossed)]
-        for c, s, t, x in zip(levels, said, again, across):
-            if s in ("faster", "slower") and (t != s or x != s):
-                unconfirmed.add((a, b, c))
-            mark = ", unconfirmed" if (a, b, c) in unconfirmed else ""
+        for c, s in zip(levels, said):
+            mark = ", unconfirmed" if c in marks.get((a, b), []) else ""
             out.append(f"`{a}` against `{b}`: {say(cmp['levels'][c])} at concurrency {c} by question, "
                        f"{say(cmp['by_repeat'][c])} by repeat: {s}{mark}")  # fmt: skip
         out.append(f"`{a}` against `{b}` read today, by question at " + "; ".join(
             f"{c}: {say(floored['levels'][c])}, {t}" for c, t in zip(levels, again)))  # fmt: skip
         out.append(f"`{a}` against `{b}` over questions and repeats crossed at " + "; ".join(
-            f"{c}: {e.describe(suffix='x')}, {x}" for c, e, x in zip(levels, crossed, across)))  # fmt: skip
+            f"{c}: {e.describe(suffix='x')}, {v}" for c, e, v in zip(levels, crossed, across)))  # fmt: skip
         thr = throughput_verdicts(plan, a, b)
         out.append(f"the servers' throughput, `{a}` against `{b}`, at " + "; ".join(
             f"{c}: {say(cmp['throughput'][c])}, {v}" for c, v in zip(levels, thr)))  # fmt: skip
@@ -256,7 +255,8 @@ def sealed_served_sentences() -> list[str]:
         out.append("answers identical to plain vLLM's, at each concurrency: " + "; ".join(
             f"`{m}` " + ", ".join(f"{100 * v:.1f} %" for v in vs) for m, vs in shares.items()))  # fmt: skip
     held = [str(c) for c in target_levels(plan)]
-    shaky = [c for c in held if any((a, b, c) in unconfirmed for a, b in SEALED_PAIRS[:2])]
-    out.append("issue 45's target at " + (f"concurrency {named(held)}" if held else "no concurrency")
-               + (f", at {named(shaky)} by a verdict marked unconfirmed" if shaky else ""))  # fmt: skip
+    shaky = [c for c in held if any(c in marks.get(pair, []) for pair in SEALED_PAIRS[:2])]
+    firm = [c for c in held if c not in shaky]
+    out.append("issue 45's target at " + (f"concurrency {named(firm)}" if firm else "no concurrency")
+               + (f"; at {named(shaky)} only by a verdict marked unconfirmed" if shaky else ""))  # fmt: skip
     return out
