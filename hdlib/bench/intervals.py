@@ -236,7 +236,9 @@ def crossed(ratios: Mapping[tuple[Hashable, int], float]) -> Estimate:
     """The geometric mean over every question and repeat of ratios keyed by (question, repeat), with a
     t-interval from the two-way analysis of variance of their logs, questions and repeats crossed:
     Var(mean) = (MSQ + MSR - MSE) / (n R), each variance component floored at 0, with Satterthwaite's
-    degrees of freedom (module docstring). Only questions asked in every repeat count; fewer than
+    degrees of freedom (module docstring) over the three mean squares, a floored component's counted
+    at the error's: conservative where one is floored (fewer degrees of freedom than the mean
+    squares that remain would give). Only questions asked in every repeat count; fewer than
     `MIN_QUESTIONS` of them or `MIN_REPEATS` repeats: no interval, and the questions' (or the
     repeats') own values (n: questions x repeats)."""
     repeats = sorted({r for _, r in ratios})

@@ -260,3 +260,49 @@ def sealed_served_sentences() -> list[str]:
     out.append("issue 45's target at " + (f"concurrency {named(firm)}" if firm else "no concurrency")
                + (f"; at {named(shaky)} only by a verdict marked unconfirmed" if shaky else ""))  # fmt: skip
     return out
+
+
+def sealed_served_first_repeat() -> list[str]:
+    """What docs/serving.md says of the sealed served run's first repeat, the one its first start served
+    (a check a reviewer asked for, never the run's verdict): the methods whose slowest repeat it was at
+    each concurrency, with their output tokens per second then; and the plan's reading without it (the
+    margins, each pair and level where a verdict by question and repeat, crossed or by throughput
+    differs from the run's, and the A/A pair at 5 %)."""
+    from benchmarks.served_load import compare, crossed_of
+
+    plan = json.loads((EPYC / "sealed_served_plan.json").read_text(encoding="utf-8"))
+    levels = [str(c) for c in plan["concurrency"]]
+
+    def speeds(method: str, c: str) -> list[float]:
+        repeats = sorted(plan["runs"][method][c]["repeats"], key=lambda r: r["repeat"])
+        return [r["tokens"] / r["duration_s"] for r in repeats]
+
+    slowest = []
+    for c in levels:
+        first = [f"`{m}` {speeds(m, c)[0]:.1f}" for m in plan["summary"] if min(speeds(m, c)) == speeds(m, c)[0]]
+        slowest.append(f"{c}: " + (", ".join(first) or "none"))
+    out = ["the methods whose slowest repeat was the first, with its output tokens per second, at "
+           + "; ".join(slowest)]  # fmt: skip
+    runs = {m: {c: dict(level) | {"repeats": [r for r in level["repeats"] if r["repeat"] != 0]}
+                for c, level in by_level.items()} for m, by_level in plan["runs"].items()}  # fmt: skip
+    pairs = [(cmp["a"], cmp["b"]) for cmp in plan["comparisons"]]
+    without = dict(plan) | {"runs": runs, "comparisons": compare(runs, pairs, plan["concurrency"], floor=False)}
+    within = margins(without)
+    out.append("without repeat 1 the margin for on par at concurrency "
+               + ", ".join(f"{c}: ±{100 * within[c]:.0f} %" for c in levels))  # fmt: skip
+
+    def read(data: Mapping[str, Any], a: str, b: str) -> list[tuple[str, str, str]]:
+        crossed_within = margins(data, "crossed")
+        across = [verdict(crossed_of(data, a, b, c), within=crossed_within[c]) for c in levels]
+        return list(zip(verdicts(data, a, b), across, throughput_verdicts(data, a, b)))
+
+    for a, b in SEALED_PAIRS:
+        for c, now, then in zip(levels, read(without, a, b), read(plan, a, b)):
+            if now != then:
+                out.append(f"`{a}` against `{b}` at {c}: {now[0]} by question and by repeat, {now[1]} crossed, "
+                           f"{now[2]} by throughput (all 8 repeats: {then[0]}, {then[1]}, {then[2]})")  # fmt: skip
+    aa = comparison(without, "vllm-hd#2", "vllm-hd")
+    out.append("`vllm-hd#2` against `vllm-hd` without repeat 1, at " + "; ".join(
+        f"{c}: {verdict(Estimate.from_json(aa['levels'][c]), Estimate.from_json(aa['by_repeat'][c]))}"
+        for c in levels))  # fmt: skip
+    return out
