@@ -193,9 +193,29 @@ def sealed_bench_sentences() -> list[str]:
     for label, data in (("", run), ("without them, per task: ", check)):
         tasks = next(c for c in data["comparisons"] if (c["a"], c["b"]) == ("hd", "suffix"))["tasks"]
         out.append(label + "; ".join(f"{t} {Estimate.from_json(e).describe(suffix='x')}" for t, e in tasks.items()))
-    if said in ("faster", "slower") and seconds["read again after the review"] != said:
+    crossed_ = bench_crossed(EPYC / "sealed_bench.raw.jsonl", "hd", "suffix")
+    across = verdict(crossed_, within=within)
+    out.append(f"over questions and repeats crossed: {crossed_.describe(suffix='x')}: {across}")
+    if said in ("faster", "slower") and (seconds["read again after the review"] != said or across != said):
         out.append(f"{said}, unconfirmed")
     return out
+
+
+def bench_crossed(raw: Path, a: str, b: str) -> Estimate:
+    """A bench run's A/B over questions and repeats crossed (`hdlib.bench.intervals.crossed`): each
+    question-repeat's ratio of the two methods' tokens per second (all its turns' tokens over their
+    wall time), keyed by (question, repeat), the repeats numbered by the raw file's order."""
+    from hdlib.bench.intervals import crossed
+
+    lines = raw.read_text(encoding="utf-8").splitlines()
+    questions = len(json.loads(lines[0])["settings"]["question_ids"])
+
+    def speed(record: Mapping[str, Any], method: str) -> float:
+        turns = record["runs"][method]
+        return sum(t["tokens"] for t in turns) / sum(t["wall_s"] for t in turns)
+
+    records = [json.loads(line) for line in lines[1:]]
+    return crossed({(r["question_id"], i // questions): speed(r, a) / speed(r, b) for i, r in enumerate(records)})
 
 
 SEALED_PAIRS = (("vllm-hd", "vllm"), ("vllm-hd", "vllm-suffix"), ("vllm-suffix", "vllm"))
