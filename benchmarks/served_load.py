@@ -563,7 +563,8 @@ def tables(data: Mapping[str, Any]) -> list[str]:
         f"{asked} ({data['questions'] - len(data.get('fillers', []))} questions{half}{filled}), "
         f"{data['max_new_tokens']} new tokens at most. Output "
         "tokens per second and MAT: the mean "
-        "over repeats, with its t-interval over repeats where there are at least five.",
+        "over repeats, with its t-interval over repeats where there are at least five; \"vs plain\" is the ratio of "
+        "the two means, with no interval (the paired table's throughput ratio is the one to read, with its own).",
         table(columns, rows),
         "Paired comparisons of a request's tokens per second (its output tokens over its latency) under A and under "
         "B on the same question at the same concurrency: by question (each question's ratio over its repeats, the "
