@@ -330,52 +330,76 @@ def verdict_points(tree: dict) -> dict[str, int]:
 
 
 ROUND = re.compile(
-    r"step (\d+): the model accepted (\d+) drafts?(?:, most of them the (\w+) tier's)?; "
-    r"you guessed (\d+) and (\w+): (\d) of 2 points\s+score: (\d+) of (\d+) points after (\d+) steps?"
+    r"step (\d+): the model accepted (?:(\d+) drafts?, most of them the (\w+) tier's|no draft); "
+    r"you guessed (\d+)(?: and (\w+))?: (\d) of (\d) points?\s+score: (\d+) of (\d+) points after (\d+) steps?"
 )
+LOCKED = {"prompt", "step", "play", "temperature", "seed", "order", "4", "16", "64", "auto", "context", "recycled",
+          "model", "statistics", "next", "predict"}  # what a game disables while a step is not revealed
 
 
-def test_the_predict_game_hides_each_step_until_revealed_and_scores_as_the_engine_does(report):
-    """03's widget, played in the browser: before each reveal nothing of the step's outcome is drawn
-    (its tree's verdict, its tokens, its bar, any later step's); after five guesses the score on the
-    page is the one `hdlib.viz.game` computes from the same generation, made again here."""
+def game_cell(snapshot: dict) -> dict:
+    """03's second widget, the game."""
+    shown = [c for c in snapshot["cells"] if any(p["inWidget"] for p in c["plots"]) or c["widgetViews"]]
+    return shown[1]
+
+
+def enabled(snapshot: dict) -> set[str]:
+    return {c["label"] for c in game_cell(snapshot)["controls"] if not c["disabled"]}
+
+
+def test_the_predict_game_shows_nothing_of_a_step_until_revealed_and_scores_as_the_engine_does(report):
+    """03's game, played in the browser as a student would. At its first drawing: no tokens per step
+    of the whole answer, the first step's tree without its verdict, and every control that could show
+    the step disabled (the slider, play, the settings, next, predict); a key on the slider and clicks
+    on play, a budget and next change nothing. Each round's step is the one `pick_steps` draws by the
+    notebook's seed, hidden until revealed; after five guesses the game is over, the tokens per step
+    are drawn, and the score on the page is the one `hdlib.viz.game` computes from the same generation,
+    made again here."""
     import hdlib
     from hdlib import viz
 
     entry = notebook(report, "03_step_through.ipynb")
     shots = entry["snapshots"]
+    first = widget_plots(shots["game"], 1)
+    assert not [p for p in first if (p["title"] or "").startswith("tokens per step")]
+    assert enabled(shots["game"]) == {"accepted", "tier", "reveal"}, enabled(shots["game"])
+    assert {c["label"] for c in game_cell(shots["game"])["controls"]} >= LOCKED | {"accepted", "tier", "reveal"}
+    tried = widget_plots(shots["game tried"], 1)
+    assert [p["hash"] for p in tried] == [p["hash"] for p in first], "a disabled control changed the game"
     hidden = []
-    for name in ("predict", *(f"next {i}" for i in range(4))):
-        plots = widget_plots(shots[name], 0)
+    for name in ("game", *(f"next {i}" for i in range(4))):
+        plots = widget_plots(shots[name], 1)
         (tree,) = [p for p in plots if re.match(r"step \d+:", p["title"] or "")]
         k = int(re.match(r"step (\d+):", tree["title"])[1])
         hidden.append(k)
         assert draws_a_tree(tree) and sum(verdict_points(tree).values()) == 0, (name, verdict_points(tree))
         (answer,) = [p for p in plots if (p["title"] or "").startswith("answer")]
         assert answer["title"].startswith(f"answer after step {k - 1}:" if k else "answer before its first step")
-        (bars,) = [p for p in plots if (p["title"] or "").startswith("tokens per step")]
-        assert (f"over the {k} steps shown" if k else "no step shown yet") in bars["title"], bars["title"]
-    for i in range(5):
-        (tree,) = [p for p in widget_plots(shots[f"reveal {i}"], 0) if re.match(r"step \d+:", p["title"] or "")]
-        assert tree["title"].startswith(f"step {hidden[i]}:") and "which will the model accept" not in tree["title"]
+        assert not [p for p in plots if (p["title"] or "").startswith("tokens per step")], name
+        assert "step" not in enabled(shots[name]) and "reveal" in enabled(shots[name]), name
+    for i in range(4):
+        assert {"next", "predict"} <= enabled(shots[f"reveal {i}"]) and "step" not in enabled(shots[f"reveal {i}"])
+    over = widget_plots(shots["reveal 4"], 1)
+    assert [p for p in over if (p["title"] or "").startswith("tokens per step")], "the game is over: all drawn"
+    assert "step" in enabled(shots["reveal 4"])
     rounds = [ROUND.search(" ".join(text.split())) for text in entry["rounds"]]
     assert all(rounds), entry["rounds"]
-    assert [int(r[1]) for r in rounds] == hidden == list(range(5))  # the default game: every step in order
-    assert [int(r[9]) for r in rounds] == [1, 2, 3, 4, 5] and int(rounds[-1][8]) == 10
-    shown = int(rounds[-1][7])
-    assert shown == sum(int(r[6]) for r in rounds)
-    # The same generation, made here: the notebook's prompt, the model tier unticked, the temperature
-    # at the slider's end, seed 0, the budget of 4.
+    assert [int(r[10]) for r in rounds] == [1, 2, 3, 4, 5]
+    assert [int(r[1]) for r in rounds] == hidden
+    shown = int(rounds[-1][8])
+    assert shown == sum(int(r[6]) for r in rounds) and int(rounds[-1][9]) == sum(int(r[7]) for r in rounds)
+    # The same generation, made here: the game's prompt, the notebook's budget, greedy; its steps drawn
+    # by the notebook's seed.
     lm = hdlib.load_model()
     prompts = viz.prompt_choices()
-    prompt = next(p for label, p in prompts.items() if label.startswith("11 "))
-    gen = hdlib.generate(lm, prompt, tiers=["context", "recycled", "statistics"], max_new_tokens=64, budget=4,
-                         temperature=1.5, seed=0)  # fmt: skip
-    guesses = [(int(r[1]), int(r[4]), r[5]) for r in rounds]
+    prompt = next(p for label, p in prompts.items() if label.startswith("12 "))
+    gen = hdlib.generate(lm, prompt, max_new_tokens=64, budget=16)
+    assert hidden == viz.game.pick_steps(gen, 5, seed=7)
+    guesses = [(int(r[1]), int(r[4]), r[5] or "") for r in rounds]
     assert viz.game.score(gen, guesses) == shown
     for r in rounds:
         truth = viz.Outcome.of(gen.steps[int(r[1])])
-        assert (truth.accepted, truth.tier) == (int(r[2]), r[3] or "none")
+        assert (truth.accepted, truth.tier) == (int(r[2] or 0), r[3] or "none")
 
 
 def draws_a_tree(p: dict) -> bool:

@@ -33,7 +33,7 @@ class Hand(DraftTier):
 
 def test_an_order_plays_each_decks_cards_in_turn_up_to_the_hand():
     round = CardRound(0, "", (5, 6, 7, 8), {"C": ((5, 6, 9),), "M": ((5, 6, 7, 8),), "S": ((1,), (2,))})
-    game = CardGame((round,))
+    game = CardGame((round,), hand_size=2)
     assert game.hand(round, "CMS") == ((5, 6, 9), (5, 6, 7, 8))
     assert game.hand(round, "SCM") == ((1,), (2,))
     assert game.scores("CMS") == (5,) and game.scores("SCM") == (1,)
@@ -44,13 +44,33 @@ def test_an_order_plays_each_decks_cards_in_turn_up_to_the_hand():
         game.scores("CCS")
 
 
+def test_the_rounds_are_picked_so_that_the_order_matters_in_some_and_not_in_others():
+    """pick_rounds: of made-up rounds, one where a lower deck's card writes under CMS (the C card missed),
+    one where the orders write different counts, one where the same, then the earliest that fit; each
+    at least `spacing` tokens from the others, in the answer's order."""
+    from hdlib.viz.cards import pick_rounds
+
+    reply = (5, 6, 7, 8)
+    same = {"C": (reply,), "M": ((9,),), "S": (reply,)}  # both orders play a card of all four
+    differs = {"C": (reply,), "M": ((9,),), "S": ((1,), (2,))}  # SCM: its S cards and C's; CMS: C's
+    lower = {"C": ((1,),), "M": (reply[:2],), "S": ((3,), (4,))}  # C misses, M writes 2 under CMS
+    rounds = tuple(CardRound(i * 4, "", reply, cards) for i, cards in enumerate([same, same, differs, lower, same]))
+    game = CardGame(rounds, hand_size=2)
+    assert [game.winner(r, "CMS") for r in rounds] == ["C", "C", "C", "M", "C"]
+    picked = pick_rounds(game, 3, spacing=4)
+    assert [r.index for r in picked] == [0, 8, 12]  # the same, then the one that differs, then the lower deck's
+    scores = [(game.scores(o)) for o in ORDERS]
+    assert scores[0] != scores[1]
+    assert [r.index for r in pick_rounds(game, 3, spacing=8)] == [0, 12]  # too close to fit a third
+
+
 def test_a_round_scores_what_the_engine_emits_from_its_hand_on_a_tiny_model(tmp_path):
     lm = load_model(str(save_tiny(tmp_path / "m")))
     prompt = [5, 6, 7, 8, 9] * 3
     reply = generate(lm, prompt, tiers=[], max_new_tokens=DEPTH + 1, chat=False).tokens
     assert len(reply) == DEPTH + 1  # (no end-of-sequence token among them)
     cards = {"C": (tuple(reply[:2]) + (0,),), "M": ((reply[0], 1),), "S": (tuple(reply[:DEPTH]), (2,))}
-    game = CardGame((CardRound(0, "", tuple(reply[:DEPTH]), cards),))
+    game = CardGame((CardRound(0, "", tuple(reply[:DEPTH]), cards),), hand_size=2)
     for order in ("CMS", "SCM", "MSC"):
         (hand,) = [game.hand(r, order) for r in game.rounds]
         step = generate(lm, prompt, tiers=[Hand(hand)], budget=16, max_new_tokens=DEPTH + 1, chat=False).steps[0]
@@ -63,6 +83,9 @@ def test_the_card_games_key_is_what_the_engine_emits_for_every_round_and_order(h
     prompt_ids = lm.encode_prompt(class_prompt())
     answer = generate(lm, prompt_ids, tiers=[], max_new_tokens=game.rounds[-1].index + DEPTH)
     assert len(game.rounds) == 4
+    cms, scm = (game.scores(order) for order in ORDERS)  # the order matters in some rounds, not in others
+    assert any(a != b for a, b in zip(cms, scm)) and any(a == b for a, b in zip(cms, scm))
+    assert any(game.winner(r, "CMS") in ("M", "S") for r in game.rounds)  # a lower deck's card wrote, C's missed
     for n, r in enumerate(game.rounds):
         assert r.reply == tuple(answer.tokens[r.index : r.index + DEPTH])  # the model's own next tokens
         assert all(r.cards[t.letter] for t in DECKS)  # every deck holds a card at every round
@@ -102,7 +125,8 @@ def test_the_handouts_print_their_cards_key_and_the_engines_answers(handouts):
     )
     assert next(a for t, a in answers.items() if "How many of HD's tokens differ" in t) == "none"  # float32
     assert next(a for t, a in answers.items() if "rejects every draft" in t).startswith("1:")
-    assert next(a for t, a in answers.items() if "HD and plain sampling" in t) == "the same text"
+    sampling = next(t for t in answers if t.startswith("HD, accepting drafts by hdlib's Gumbel rule"))
+    assert answers[sampling] == "the same text" and "plain sampling" in sampling  # the rule named in the question
 
 
 def test_the_command_writes_both_pages_and_prints_the_games_totals(monkeypatch, tmp_path, capsys):
@@ -112,7 +136,7 @@ def test_the_command_writes_both_pages_and_prints_the_games_totals(monkeypatch, 
     from hdlib.cli import main
     from hdlib.viz.quiz import Question, Quiz
 
-    game = CardGame((CardRound(0, "", (5, 6), {"C": ((5, 6),), "M": ((9,),), "S": ((7,), (8,))}),))
+    game = CardGame((CardRound(0, "", (5, 6), {"C": ((5, 6),), "M": ((9,),), "S": ((7,), (8,))}),), hand_size=2)
     asked = {}
 
     def write(lm, out, prompt, rounds):
@@ -145,7 +169,7 @@ def test_a_quiz_answer_follows_the_run_not_the_author():
     rejected = rejected_step_question(hd)
     assert rejected.options[rejected.answer].startswith("1:")
     round = CardRound(0, "", (5, 6), {"C": ((7,),), "M": ((9,),), "S": ((5, 6),)})
-    question = order_question(CardGame((round,)))  # CMS plays C's and M's cards and writes 1 token, SCM 3
+    question = order_question(CardGame((round,), hand_size=2))  # CMS plays C's and M's cards and writes 1 token, SCM 3
     assert question.options[question.answer] == "SCM"
     with pytest.raises(HDError, match="rejected every draft"):
         rejected_step_question(replace(hd, steps=[s for s in hd.steps if s.n_accepted_drafts]))

@@ -17,9 +17,12 @@ from scripts.lesson_plan import (
     PLAN,
     PLAN_MINUTES,
     TIMINGS,
+    WORDS_PER_MINUTE,
+    in_class_cells,
     need,
     plan_markdown,
     read_aloud,
+    shows,
 )
 
 
@@ -30,6 +33,23 @@ def timings() -> dict:
 
 def test_folded_text_is_not_read_aloud():
     assert read_aloud("one two <details><summary>More</summary>\n\nthree four five\n</details> six") == 3
+
+
+def test_what_a_cell_shows_is_its_last_expression_or_what_it_prints():
+    assert shows("fig = figure()\nfig") == "figure" and shows("view") == "figure"
+    assert shows("x = 1\nprint(x)") == "printed" and shows("for a in b:\n    print(a)\nx = 2") == "printed"
+    assert shows("x = 1") is None and shows("print(1)") == "printed"
+
+
+def test_the_plan_reads_at_150_words_a_minute_and_gives_each_figure_and_printout_its_minutes(timings):
+    """The issue's reading speed, and every in-class cell that shows something counted in its slot."""
+    assert WORDS_PER_MINUTE == 150
+    for slot in PLAN:
+        if slot.notebook:
+            shown = [shows(c.source) for c in in_class_cells(slot.notebook) if c.cell_type == "code"]
+            n = need(slot, timings)
+            assert (n.figures, n.printed) == (shown.count("figure"), shown.count("printed")), slot.notebook
+            assert n.figures > 0, slot.notebook
 
 
 def test_the_plan_fits_in_its_minutes_with_slack(timings):

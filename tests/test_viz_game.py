@@ -38,16 +38,24 @@ def test_a_round_scores_the_accepted_drafts_and_the_tier_that_drafted_most_of_th
             assert outcome.tier == viz.game.NONE
         seen.add(outcome.tier)
         other = next(t for t in viz.game.tier_options(gen) if t != outcome.tier)
-        for accepted, tier, points in [(outcome.accepted, outcome.tier, 2), (outcome.accepted + 1, outcome.tier, 1),
-                                       (outcome.accepted, other, 1), (outcome.accepted + 1, other, 0)]:  # fmt: skip
-            assert viz.Round(step.index, accepted, tier, outcome).points == points
-    assert (len(seen) > 1 or temperature > 0) and viz.game.tier_options(gen) == ["none", "context", "model"]
+        worth = 2 if outcome.accepted else 1  # no draft accepted: the count alone
+        cases = [(outcome.accepted, outcome.tier if outcome.accepted else other, worth),
+                 (outcome.accepted + 1, outcome.tier, worth - 1), (outcome.accepted, other, 1),
+                 (outcome.accepted + 1, other, 0)]  # fmt: skip
+        for accepted, tier, points in cases:
+            r = viz.Round(step.index, accepted, tier, outcome)
+            assert (r.points, r.worth) == (points, worth), (accepted, tier, outcome)
+    assert (len(seen) > 1 or temperature > 0) and viz.game.tier_options(gen) == ["context", "model"]
     guesses = [(s.index, s.index % 3, "context") for s in gen.steps]
-    expected = sum((a == viz.Outcome.of(gen.steps[i]).accepted) + (t == viz.Outcome.of(gen.steps[i]).tier)
-                   for i, a, t in guesses)  # fmt: skip
-    assert viz.game.score(gen, guesses) == expected
+
+    def points(i: int, a: int, t: str) -> int:
+        o = viz.Outcome.of(gen.steps[i])
+        return (a == o.accepted) + (o.accepted > 0 and t == o.tier)
+
+    assert viz.game.score(gen, guesses) == sum(points(*g) for g in guesses)
     game = viz.Game([0, 1])
-    game.play(gen.steps[0], 0, "none")
+    game.play(gen.steps[0], 0, "context")
     with pytest.raises(HDError, match="one guess per step"):
-        game.play(gen.steps[0], 1, "none")
-    assert game.next_step == 1 and game.summary.startswith(f"score: {game.points} of 2 points after 1 step")
+        game.play(gen.steps[0], 1, "context")
+    worth = 2 if viz.Outcome.of(gen.steps[0]).accepted else 1
+    assert game.next_step == 1 and game.summary.startswith(f"score: {game.points} of {worth} points after 1 step")

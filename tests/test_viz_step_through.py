@@ -309,39 +309,99 @@ def drawn_outcome(view, index: int) -> dict[str, int]:
             "tier table": len(view.tier_table.value)}  # fmt: skip
 
 
+def locked(view) -> dict[str, bool]:
+    """Whether each control a game locks is disabled: what moves the step, what regenerates, next, predict."""
+    controls = {"step": view.step, "play": view.play, "prompt": view.prompt_choice, "text": view.prompt_text,
+                "order": view.order, "budget": view.budget_choice, "temperature": view.temperature, "seed": view.seed,
+                "next": view.next_step, "predict": view.predict,
+                **{t.name: box for t, box in view.tier_boxes.items()}}  # fmt: skip
+    return {name: w.disabled for name, w in controls.items()}
+
+
 def test_the_predict_game_hides_each_step_until_revealed_and_keeps_the_score(view):
+    """A game on a teacher's steps, played in the generation's order: until a step is revealed nothing
+    of it, of later steps or of the whole generation is drawn, and every control that could show them
+    is disabled; a reveal scores by the rule (a step with no draft accepted worth one point); the game
+    over, everything is drawn and the controls come back."""
     gen = view.generation
     k = max(range(1, len(gen.steps)), key=lambda i: len(gen.steps[i].accepted_nodes))
     assert all(drawn_outcome(view, view.step.value).values()) and view.predict_box.layout.display == "none"
-    game = view.play_game([k, k - 1, 0])  # a teacher's sequence
-    assert view.step.value == k and view.predict.value and view.predict_box.layout.display != "none"
-    assert drawn_outcome(view, k) == {"tokens": 0, "bars": 0, "verdict": 0, "tier table": 0}
-    assert all(drawn_outcome(view, later)["tokens"] == 0 for later in range(k, len(gen.steps)))  # nor later steps
+    assert not any(locked(view).values())
+    game = view.play_game([k, k - 1, 0])  # a teacher's steps: played in the generation's order
+    assert game.steps == sorted({0, k - 1, k}) and view.step.value == 0 and view.predict.value
+    assert view.predict_box.layout.display != "none" and view.rule.layout.display != "none"
+    assert all(locked(view).values())  # nothing can move to another step, regenerate, or leave the game
+    assert not (view.guess_accepted.disabled or view.guess_tier.disabled or view.reveal.disabled)
+    for hidden in (0, k - 1, k):
+        assert drawn_outcome(view, hidden)["tokens"] == 0 and drawn_outcome(view, hidden)["verdict"] == 0
+    assert not view.steps_fig.figure.data and view.steps_fig.widget.outputs == ()  # no whole-generation chart
     assert "MAT" not in view.status.value and "guess, then reveal" in view.score.value
-    assert list(view.guess_tier.options) == viz.game.tier_options(gen)
-    truth = viz.Outcome.of(gen.steps[k])
-    view.guess_accepted.value, view.guess_tier.value = truth.accepted, truth.tier
-    assert drawn_outcome(view, k)["verdict"] == 0  # a guess reveals nothing
-    view.reveal.click()
-    shown = drawn_outcome(view, k)
-    assert shown["tokens"] == len(gen.steps[k].tokens) and shown["bars"] > 0 and shown["verdict"] > 0
-    assert "2 of 2 points" in view.score.value and view.reveal.disabled and view.guess_accepted.disabled
-    view.next_step.click()  # the sequence's next step: hidden again
-    assert view.step.value == k - 1 and drawn_outcome(view, k - 1)["verdict"] == 0 and not view.reveal.disabled
-    wrong = viz.Outcome.of(gen.steps[k - 1])
-    view.guess_accepted.value = wrong.accepted + 1
-    view.guess_tier.value = next(t for t in view.guess_tier.options if t != wrong.tier)
-    view.reveal.click()
-    assert "0 of 2 points" in view.score.value and "score: 2 of 4 points after 2 steps" in view.score.value
+    assert list(view.guess_tier.options) == viz.game.tier_options(gen) and "none" not in view.guess_tier.options
+    view.step.value = k  # what a disabled slider would do, were it moved: still nothing of the game's steps
+    assert drawn_outcome(view, k - 1)["tokens"] == 0
+    view.step.value = 0
+    scored = []
+    for step in game.steps:
+        truth = viz.Outcome.of(gen.steps[step])
+        assert view.step.value == step and drawn_outcome(view, step)["verdict"] == 0
+        view.guess_accepted.value = truth.accepted
+        view.guess_tier.value = truth.tier if truth.accepted else view.guess_tier.options[0]
+        view.reveal.click()
+        worth = 2 if truth.accepted else 1
+        scored.append(worth)
+        assert f"{worth} of {worth} point" in view.score.value
+        shown = drawn_outcome(view, step)
+        assert shown["tokens"] == len(gen.steps[step].tokens) and shown["verdict"] > 0
+        if step != k:
+            assert not view.next_step.disabled and not view.predict.disabled and view.step.disabled
+            assert not view.steps_fig.figure.data  # the game goes on: still no chart
+            view.next_step.click()
+    assert f"score: {sum(scored)} of {sum(scored)} points after {len(game.steps)} steps" in view.score.value
+    assert "the game is over" in view.score.value and "MAT" in view.status.value
+    assert not any(v for name, v in locked(view).items() if name != "next") and view.next_step.disabled
+    assert view.steps_fig.figure.data and drawn_outcome(view, k)["bars"] > 0  # the game over: all drawn
     guesses = [(r.step, r.accepted, r.tier) for r in game.rounds]
-    assert game.points == viz.game.score(gen, guesses) == 2  # the engine's count, computed afresh
-    view.step.value = k  # a played step comes back revealed, its round's message with it
-    assert drawn_outcome(view, k)["verdict"] > 0 and "2 of 2 points" in view.score.value
-    view.predict.value = False  # out of the game: everything drawn again
-    assert all(drawn_outcome(view, k).values()) and "MAT" in view.status.value
+    assert game.points == viz.game.score(gen, guesses) == sum(scored)  # the engine's count, computed afresh
+    view.predict.value = False  # out of the game
+    assert view.reveal.disabled and view.game is None and view.predict_box.layout.display == "none"
+    view.predict.value = True  # predict on again: a new game on the view's own steps and seed
+    assert view.game is not game and view.game.steps == viz.game.pick_steps(gen, 5, seed=0)
     assert len(view.calls) == 1  # playing never generates
-    with pytest.raises(HDError, match="must be among"):
+    with pytest.raises(HDError, match=r"must be among this generation's 0\.\.\d+"):
         view.play_game([len(gen.steps)])
+
+
+def test_a_game_draws_its_steps_by_seed_among_those_that_drafted(view):
+    """pick_steps: the same seed, the same steps; another seed, others; only steps where something was
+    drafted; as many as asked, or all there are; a view opened in the game draws nothing of it."""
+    gen = view.generation
+    drafted = [s.index for s in gen.steps if s.tree.n_drafted > 0]
+    picked = viz.game.pick_steps(gen, 3, seed=7)
+    assert picked == viz.game.pick_steps(gen, 3, seed=7) == sorted(picked) and set(picked) <= set(drafted)
+    assert any(viz.game.pick_steps(gen, 3, seed=s) != picked for s in range(8))
+    assert viz.game.pick_steps(gen, 10_000) == drafted
+    with pytest.raises(HDError, match="at least one step"):
+        viz.game.pick_steps(gen, 0)
+    assert view.play_game(3, seed=7).steps == picked
+
+
+def test_a_view_opened_in_the_game_draws_nothing_of_it(lm, truths):
+    fn = CountingGenerate(lm, truths)
+    v = viz.StepThrough(lm, PROMPTS, generate=fn, max_new_tokens=MAX_NEW, budget=8, predict=True, game_steps=2,
+                        game_seed=3)  # fmt: skip
+    gen = v.generation
+    assert v.game is not None and v.game.steps == viz.game.pick_steps(gen, 2, seed=3)
+    assert not v.steps_fig.figure.data and v.tier_table.value == "" and all(locked(v).values())
+    assert drawn_outcome(v, v.game.steps[0])["tokens"] == 0
+
+
+def test_a_round_is_worth_one_point_where_no_draft_was_accepted():
+    """"0, none" is one judgement: a step with no draft accepted scores the count alone."""
+    outcome = viz.Outcome(0, viz.game.NONE)
+    assert viz.Round(3, 0, "context", outcome).points == 1 and viz.Round(3, 0, "context", outcome).worth == 1
+    assert viz.Round(3, 2, "context", outcome).points == 0
+    assert viz.Round(3, 2, "context", viz.Outcome(2, "context")).points == 2
+    assert "1 of 1 point" in viz.Round(3, 0, "model", outcome).message
 
 
 def test_the_step_through_passes_its_prior_to_every_auto_budget_generation(lm, tmp_path, monkeypatch):

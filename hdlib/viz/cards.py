@@ -9,23 +9,32 @@ holds `HAND` cards; the model keeps the card that matches its next tokens furthe
 the tokens it matches from its start) and adds one token of its own. The game is played twice, CMS
 then SCM, and the class compares the tokens each order wrote.
 
+The rounds are dealt so that choosing the order matters in some and not in others (`pick_rounds`):
+where the answer allows, one round where a lower deck's card writes the tokens under CMS because
+the C cards missed, one where the two orders write different counts, and one where they write the
+same; the key gives each round's count under each order and the deck whose card wrote it, and the
+page asks the question the tally answers (`QUESTION`).
+
 `card_page` prints the game on one page: the text so far of every round, the cards to cut out, and
 the teacher's key (the model's tokens and each order's score), which is cut off before handing out.
 A test checks the key against the engine: a one-step generation whose only tier drafts the hand
 emits exactly the round's score.
 
-    >>> game = CardGame(rounds=(CardRound(0, "...the", (5, 6, 7, 8), {"C": ((5, 6, 9),), "S": ((1,), (5,))}),))
+    >>> game = CardGame(rounds=(CardRound(0, "...the", (5, 6, 7, 8), {"C": ((5, 6, 9),), "S": ((1,), (5,))}),),
+    ...                 hand_size=2)
     >>> game.hand(game.rounds[0], "CMS"), game.hand(game.rounds[0], "SCM")
     (((5, 6, 9), (1,)), ((1,), (5,)))
     >>> game.scores("CMS"), game.scores("SCM")
     ((3,), (2,))
+    >>> game.winner(game.rounds[0], "CMS"), game.winner(game.rounds[0], "SCM")
+    ('C', 'S')
 """
 
 from __future__ import annotations
 
 import html
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from hdlib.decoding import generate
 from hdlib.engine.budget import FIXED_BUDGET
@@ -36,11 +45,16 @@ from hdlib.viz.generation import TokenLabel, bracket_label, token_labeller
 from hdlib.viz.lookup import tier_drafts
 
 DECKS = (Tier.CONTEXT, Tier.MODEL, Tier.STATISTICS)  # the paper's three databases
-HAND = 2  # cards played per round: fewer than the decks hold, so the order decides which are played
+HAND = 3  # cards played per round: fewer than the decks hold, so the order decides which are played, and
+# more than one deck holds, so the deck asked second is played too
 DEPTH = 4  # tokens per card: the paper's chains
 CARDS_PER_DECK = 2  # each tier's best drafts at a round
 TEXT_TOKENS = 24  # of the answer so far, printed above a round's cards
 ORDERS = ("CMS", "SCM")  # the paper's order, then the statistics tier first
+QUESTION = (
+    "In which rounds did a card of a lower deck (M or S) write the tokens when you played CMS? What had "
+    "the C cards matched in those rounds? Why does a lower deck's card only matter when the higher ones missed?"
+)
 
 
 def matched(card: Sequence[int], reply: Sequence[int]) -> int:
@@ -84,6 +98,16 @@ class CardGame:
         model's own token."""
         return tuple(max((matched(c, r.reply) for c in self.hand(r, order)), default=0) + 1 for r in self.rounds)
 
+    def winner(self, round: CardRound, order: str) -> str | None:
+        """The deck whose card wrote the tokens at `round` under `order`: the first played card that
+        matches furthest (None: no card matched a token, the model wrote its own alone)."""
+        hand = self.hand(round, order)
+        best = max((matched(c, round.reply) for c in hand), default=0)
+        if best == 0:
+            return None
+        card = next(c for c in hand if matched(c, round.reply) == best)
+        return next(letter for letter in order if card in round.cards.get(letter, ()))
+
     def _letters(self) -> str:
         return "".join(tier.letter for tier in self.decks)
 
@@ -97,18 +121,18 @@ class CardGame:
         spacing: int = 8,
         max_new_tokens: int = 96,
     ) -> CardGame:
-        """The game at the first `rounds` points of `lm`'s greedy answer to `prompt` where every one of
-        `tiers` drafts something, at least `spacing` tokens apart (the first after 4 tokens, so the
-        context tier has text to match); each tier is asked as `tier_drafts` asks it, with the fixed
-        budget of the notebooks."""
+        """The game at `rounds` points of `lm`'s greedy answer to `prompt` where every one of `tiers`
+        drafts something, at least `spacing` tokens apart (the first after 4 tokens, so the context
+        tier has text to match), chosen by `pick_rounds` so that the order matters in some rounds
+        and not in others; each tier is asked as `tier_drafts` asks it, with the fixed budget of the
+        notebooks."""
         if rounds < 1:
             raise HDError(f"a card game has at least one round, got {rounds}")
         gen = generate(lm, prompt, tiers=[], max_new_tokens=max_new_tokens)  # greedy: the model's reply
         label = token_labeller(lm)
         answer = list(gen.tokens)
-        dealt: list[CardRound] = []
-        k = 4
-        while len(dealt) < rounds and k + DEPTH <= len(answer):
+        points: list[CardRound] = []
+        for k in range(4, len(answer) - DEPTH + 1):
             context = list(gen.prompt_ids) + answer[:k]
             rows = tier_drafts(tiers, context, budget=FIXED_BUDGET)
             cards = {
@@ -119,19 +143,44 @@ class CardGame:
             }
             if all(cards.values()):
                 text = lm.decode(answer[max(0, k - TEXT_TOKENS) : k])  # (special tokens skipped)
-                dealt.append(CardRound(k, text, tuple(answer[k : k + DEPTH]), cards))
-                k += spacing
-            else:
-                k += 1
+                points.append(CardRound(k, text, tuple(answer[k : k + DEPTH]), cards))
+        every = cls(tuple(points), tuple(t.tier for t in tiers), HAND, prompt, lm.name, label)
+        dealt = pick_rounds(every, rounds, spacing)
         if len(dealt) < rounds:
             raise HDError(
                 f"only {len(dealt)} of {rounds} rounds: the answer has too few points where every tier "
                 "drafts; try a longer answer or another prompt"
             )
-        return cls(tuple(dealt), tuple(t.tier for t in tiers), HAND, prompt, lm.name, label)
+        return replace(every, rounds=dealt)
 
     def _repr_html_(self) -> str:
         return card_page(self, standalone=False)
+
+
+def pick_rounds(game: CardGame, n: int, spacing: int = 8) -> tuple[CardRound, ...]:
+    """`n` of `game`'s rounds, at least `spacing` answer tokens apart, in the answer's order, chosen so
+    that the order matters in some and not in others: first, where the answer has them, a round where
+    under the first order (CMS) a lower deck's card writes the tokens because the first deck's cards
+    missed, a round where the two orders write different counts, and one where they write the same;
+    then the earliest rounds that fit."""
+    first, second = ORDERS
+    a, b = game.scores(first), game.scores(second)
+
+    def lower(i: int) -> bool:
+        return game.winner(game.rounds[i], first) not in (None, first[0])
+
+    kinds = [lower, lambda i: a[i] != b[i], lambda i: a[i] == b[i], lambda i: True]
+    chosen: list[int] = []
+    for kind in kinds:
+        for i in range(len(game.rounds)):
+            if len(chosen) == n:
+                break
+            far = all(abs(game.rounds[i].index - game.rounds[j].index) >= spacing for j in chosen)
+            if i not in chosen and far and kind(i):
+                chosen.append(i)
+                if kind is not kinds[-1]:
+                    break  # one of each kind, then the earliest that fit
+    return tuple(game.rounds[i] for i in sorted(chosen))
 
 
 def _shortened(text: str, words: int = 40) -> str:
@@ -192,7 +241,10 @@ def card_page(game: CardGame, standalone: bool = True) -> str:
         rows.append("<tr>" + "".join(cells) + "</tr>")
     key_rows = []
     for n, (r, a, b) in enumerate(zip(game.rounds, game.scores(first), game.scores(second)), 1):
-        key_rows.append(f"<tr><td>{n}</td><td>{_tokens_html(r.reply, label)}</td><td>{a}</td><td>{b}</td></tr>")
+        by = [game.winner(r, order) or "none" for order in ORDERS]
+        key_rows.append(
+            f"<tr><td>{n}</td><td>{_tokens_html(r.reply, label)}</td><td>{a} ({by[0]})</td><td>{b} ({by[1]})</td></tr>"
+        )
     fold_open, fold_close = folded("the teacher's key", standalone)
     total = (sum(game.scores(first)), sum(game.scores(second)))
     key_rows.append(
@@ -209,14 +261,16 @@ The teacher plays the model.</p>
 ({first} first: every {first[0]} card, then {first[1]}, then {first[2]}) until you hold {game.hand_size}.</li>
 <li>The teacher reads the model's next tokens. A card scores the tokens it matches from its start
 (a dot is a space); the round writes the best card's score plus 1, the model's own token.</li>
-<li>Play all rounds in order {first}, then again in order {second}. Which order wrote more? Why?</li>
+<li>Play all rounds in order {first}, then again in order {second}; note each round's tokens and the
+deck of the card that wrote them. Which order wrote more? Why?</li>
+<li>{html.escape(QUESTION)}</li>
 </ol>
 <table class="deal"><tr><th></th>{head}</tr>
 {"".join(rows)}
 </table>
 <div class="key">{fold_open}
 <p><b>The teacher's key</b> (cut off before handing out): the model's next tokens (greedy) and the
-tokens each order writes.</p>
+tokens each order writes, with the deck whose card wrote them (none: the model's own token alone).</p>
 <table><tr><th>round</th><th>the model's next tokens</th><th>{first}</th><th>{second}</th></tr>
 {"".join(key_rows)}</table>{fold_close}</div>
 </div>"""

@@ -35,3 +35,8 @@ class FigureOutput:
         bundle = {PLOTLY_MIME: {**json.loads(pio.to_json(fig, validate=False)), "config": {"displaylogo": False}}}
         bundle["text/plain"] = f"<plotly figure: {fig.layout.title.text or 'untitled'}>"
         self.widget.outputs = ({"output_type": "display_data", "data": bundle, "metadata": {}},)
+
+    def clear(self) -> None:
+        """Nothing on show (a game holds the figure back): the widget empty, `figure` an empty one."""
+        self.figure = go.Figure()
+        self.widget.outputs = ()

@@ -2,10 +2,12 @@
 accepts at that step and which tier drafted them; the reveal scores the guess against the engine's
 own record of the step.
 
-A round is worth two points: one for the number of accepted drafts (the bonus token not counted),
-one for the tier credited with most of them (`NONE` when the model accepted no draft; a tie goes to
-the tier whose draft comes first on the accepted path). `Game` keeps the rounds of a sequence of
-steps, which a teacher can fix so that the whole class plays the same game.
+The rule (`RULE`, shown on the widget): a point for the number of accepted drafts (the bonus token
+not counted); where the model accepts any, a point for the tier credited with most of them (a tie
+goes to the tier whose draft comes first on the accepted path). A step where the model accepts no
+draft is worth the one point: "none accepted" is one judgement, not two. `Game` keeps the rounds of
+a sequence of steps, played in the generation's order; `pick_steps` chooses them from a seed, so
+that a class given the same seed plays the same steps.
 
     >>> from hdlib.engine.tree import DraftTree
     >>> from hdlib.engine.trace import Step, StepTimes
@@ -26,6 +28,7 @@ steps, which a teacher can fix so that the whole class plays the same game.
 
 from __future__ import annotations
 
+import random
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -34,7 +37,13 @@ from hdlib.engine.trace import Generation, Step
 from hdlib.errors import HDError
 from hdlib.tiers.base import BONUS
 
-NONE = "none"  # the tier guessed, and credited, when the model accepts no draft
+NONE = "none"  # the tier credited when the model accepts no draft (not a guess: that step is worth one point)
+GAME_STEPS = 5  # steps a game plays unless told otherwise
+RULE = (
+    "A point for the number of drafts the model accepts (its bonus token not counted); where it accepts any, a "
+    "point for the tier credited with most of them (a tie: the tier whose draft comes first on the accepted path). "
+    "A step where it accepts none is worth one point."
+)
 
 
 @dataclass(frozen=True)
@@ -56,7 +65,8 @@ class Outcome:
 
 @dataclass(frozen=True)
 class Round:
-    """One guess, scored: a point for the number of accepted drafts, a point for the tier."""
+    """One guess, scored (`RULE`): a point for the number of accepted drafts, and, where the model
+    accepted any, a point for the tier."""
 
     step: int
     accepted: int  # guessed
@@ -64,15 +74,24 @@ class Round:
     outcome: Outcome
 
     @property
+    def worth(self) -> int:
+        """The points the step is worth: two, or one where the model accepted no draft."""
+        return 2 if self.outcome.accepted else 1
+
+    @property
     def points(self) -> int:
-        return int(self.accepted == self.outcome.accepted) + int(self.tier == self.outcome.tier)
+        right_tier = self.outcome.accepted > 0 and self.tier == self.outcome.tier
+        return int(self.accepted == self.outcome.accepted) + int(right_tier)
 
     @property
     def message(self) -> str:
         o = self.outcome
-        drafts = f"{o.accepted} draft{'s' * (o.accepted != 1)}"
-        what = f"the model accepted {drafts}" + (f", most of them the {o.tier} tier's" if o.accepted else "")
-        return f"step {self.step}: {what}; you guessed {self.accepted} and {self.tier}: {self.points} of 2 points"
+        if o.accepted:
+            what = f"the model accepted {o.accepted} draft{'s' * (o.accepted != 1)}, most of them the {o.tier} tier's"
+            guessed = f"{self.accepted} and {self.tier}"
+        else:
+            what, guessed = "the model accepted no draft", str(self.accepted)
+        return f"step {self.step}: {what}; you guessed {guessed}: {self.points} of {self.worth} point{'s' * (self.worth != 1)}"
 
 
 @dataclass
@@ -103,14 +122,30 @@ class Game:
         return next((s for s in self.steps if self.round_of(s) is None), None)
 
     @property
+    def worth(self) -> int:
+        return sum(r.worth for r in self.rounds)
+
+    @property
     def summary(self) -> str:
         n = len(self.rounds)
-        return f"score: {self.points} of {2 * n} points after {n} step{'s' * (n != 1)}"
+        return f"score: {self.points} of {self.worth} points after {n} step{'s' * (n != 1)}"
 
 
 def tier_options(gen: Generation) -> list[str]:
-    """What a student may guess as the tier: none, or a tier of the generation, in its order."""
-    return [NONE, *(t.name for t in gen.tier_order if t != BONUS)]
+    """What a student may guess as the tier: a tier of the generation, in its order."""
+    return [t.name for t in gen.tier_order if t != BONUS]
+
+
+def pick_steps(gen: Generation, n: int = GAME_STEPS, seed: int = 0) -> list[int]:
+    """`n` steps of `gen` worth guessing, in the generation's order: steps where the tiers drafted
+    something (at a step with no draft the model can accept none), drawn by `seed`, so that a class
+    given the same seed, on the same generation, plays the same steps. Fewer where fewer drafted."""
+    if n < 1:
+        raise HDError(f"a game plays at least one step, got {n}")
+    worth = [s.index for s in gen.steps if s.tree.n_drafted > 0]
+    if not worth:
+        raise HDError("no step of this generation drafted anything: there is nothing to guess")
+    return sorted(random.Random(seed).sample(worth, min(n, len(worth))))
 
 
 def score(gen: Generation, guesses: Mapping[int, tuple[int, str]] | Sequence[tuple[int, int, str]]) -> int:

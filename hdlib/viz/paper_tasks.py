@@ -8,6 +8,8 @@ their sizes are not the same experiment's. Every view names who made each number
 - `task_rows`: each task's speedup and MAT beside the paper's, and the run's overall;
 - `task_table`: the same as a `Table`; `task_speedup_figure`: as grouped bars, each task's questions
   and tokens (`task_sizes`) under it;
+- `task_ranking`: a run's tasks from its method's lowest speedup to its highest, each with its
+  interval where the run has one, and what the ranking rests on;
 - `machines_of`, `run_label`: the model and machine(s) that made a run's numbers.
 
 The same paper against temperature is `hdlib.viz.paper_temperature`; its method beside hdlib's,
@@ -116,6 +118,34 @@ def task_table(results: Results, methods: Sequence[str] = ("hd",)) -> Table:
         f"{r.max_new_tokens} tokens per turn. '-': no such task in the run."
     )
     return Table(title, header, rows)
+
+
+def task_ranking(results: Results, method: str = "hd") -> str:
+    """A run's tasks from `method`'s lowest speedup to its highest, each with its 95 % interval over
+    the task's questions where the run has one (`hdlib.bench.intervals`: none under 6 questions), and
+    what the ranking rests on: "... summarization 1.40x, ..., rag 2.28x (2 questions a task, 1 repeat:
+    too few for an interval; a ranking of these questions, not of the tasks)". Where the run has
+    intervals, it says which tasks they tell apart (none, where every two intervals overlap)."""
+    r = BenchResults.of(results)
+    if method not in r.methods:
+        raise ValueError(f"the run has no method {method}; it has {', '.join(r.methods)}")
+    tasks = r.methods[method].tasks
+    ranked = sorted(tasks, key=lambda t: tasks[t].speedup)
+    estimates = {t: tasks[t].intervals.get("speedup") for t in ranked}
+    said = ", ".join(
+        f"{t} {e.describe(suffix='x') if e is not None and e.has_interval else _x(tasks[t].speedup)}"
+        for t, e in estimates.items()
+    )
+    per_task = sorted({e.n for e in estimates.values() if e is not None}) or [r.questions // max(len(tasks), 1)]
+    sizes = f"{'-'.join(map(str, per_task))} questions a task, {r.repeats} repeat{'s' * (r.repeats != 1)}"
+    if not all(e is not None and e.has_interval for e in estimates.values()):
+        return f"{said} ({sizes}: too few for an interval; a ranking of these questions, not of the tasks)"
+    apart = [
+        (a, b) for i, a in enumerate(ranked) for b in ranked[i + 1 :]
+        if estimates[a].high < estimates[b].low  # type: ignore[union-attr,operator]
+    ]  # fmt: skip
+    told = "; ".join(f"{b} above {a}" for a, b in apart) if apart else "no two tasks told apart: every two overlap"
+    return f"{said} ({sizes}, 95 % intervals over each task's questions: {told})"
 
 
 def task_sizes(raw: str | Path, method: str = "ar") -> dict[str, tuple[int, int]]:

@@ -131,16 +131,22 @@ def slowest_lookup_question(seconds: Mapping[Tier, Sequence[float]]) -> Question
 
 def sampling_question(hd: Generation, plain: Generation) -> Question:
     same = hd.tokens == plain.tokens
+    rule = hd.sampling_rule or "gumbel"
+    named = {
+        "gumbel": "hdlib's Gumbel rule (the token at each position is the argmax of log p plus noise that the seed "
+        "and the position fix, and a draft is kept when it is that token)",
+        "rejection": "the rejection rule (a draft kept with probability min(1, p/q), else a draw from the residual)",
+    }.get(rule, f"the {rule} rule")
     text = (
-        f"HD and plain sampling, both at temperature {plain.temperature:g} with seed {plain.seed}, "
-        "answer the same prompt. What do they write?"
+        f"HD, accepting drafts by {named}, and plain sampling, both at temperature {plain.temperature:g} with seed "
+        f"{plain.seed}, answer the same prompt. What do they write?"
     )
     options = ("the same text", "different texts, from the same distribution", "different texts and distributions")
     # (a run shows the text; the distribution is notebook 06's test)
     answer = _option(options, [same, not same, False], text)
     why = (
         f"The engine ran both: the {len(plain.tokens)} tokens are {'identical' if same else 'not identical'}. "
-        f"Under the {hd.sampling_rule or 'gumbel'} rule, the seed's random draws decide every token, "
+        f"Under the {rule} rule, the seed's random draws decide every token, "
         "drafted or not, so HD writes plain sampling's sample."
     )
     return Question(text, options, answer, why)

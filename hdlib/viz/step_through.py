@@ -8,7 +8,8 @@ twice: moving the step slider only redraws, and returning to earlier settings is
     view = StepThrough(lm)                       # in a notebook cell: the whole GUI
     view.tier_boxes[Tier.MODEL].value = False    # what a click does; the figures follow
     view.budget_choice.value = "4"               # a tight budget: the order of the tiers matters
-    view.play_game([3, 7, 12])                   # the predict game on the teacher's steps: guess, reveal
+    view.play_game(5, seed=7)                    # the predict game: 5 steps drawn by the teacher's seed
+    StepThrough(lm, predict=True, game_seed=7)   # a view that opens in the game: nothing of it drawn before
     StepThrough(lm, tiers=["C", MyTier(), "M"])  # a tier of your own, in its colour, beside hdlib's
 """
 
@@ -29,7 +30,7 @@ from hdlib.errors import HDError
 from hdlib.models.loading import LoadedModel
 from hdlib.tiers import DEFAULT_TIERS, DraftTier, Tier
 from hdlib.viz.figure_output import FigureOutput
-from hdlib.viz.game import Game, tier_options
+from hdlib.viz.game import GAME_STEPS, RULE, Game, pick_steps, tier_options
 from hdlib.viz.generation import (
     TokenLabel,
     tier_stats_html,
@@ -63,13 +64,19 @@ class StepThrough:
     else the cache's learned one). `prompts` maps labels to prompt texts (default: the project's
     prompt set); the text box holds the prompt actually used and can be typed into.
 
-    Predict mode (`predict`, or `play_game(steps)` for a teacher's sequence of steps) is a game
-    (`hdlib.viz.game`): until a step is revealed nothing of its outcome is drawn (its tokens, its
-    bar, its tree's verdict, and the summaries that count them are held back, and so is every later
-    step); the student guesses in `guess_accepted` how many drafts the model accepts and in
-    `guess_tier` which tier drafted most of them; `reveal` draws the step and scores the round, and
-    `score` keeps the running score (`game`). `next_step` ("next") goes to the next step of the sequence. A
-    step is played once; another generation starts a new game.
+    Predict mode (`predict`, or `play_game`) is a game (`hdlib.viz.game`) on `game_steps` steps of
+    the generation (a number, drawn among the steps that drafted anything by `game_seed`, which a
+    teacher announces so that the class plays the same steps; or the steps themselves), played in
+    the generation's order. While it is on, nothing of a step not yet revealed is drawn (its tokens,
+    its tree's verdict, and no later step's tokens), nor anything of the whole generation (the tokens
+    per step, the tiers' table, the summary), and every control that could show them is disabled (the
+    step slider, play, the settings that regenerate, and the predict toggle itself until the step is
+    revealed). The student guesses in `guess_accepted` how many drafts the model accepts and in
+    `guess_tier` which tier drafted most of them; `reveal` draws the step and scores the round
+    (`hdlib.viz.game.RULE`, shown under the score), and `score` keeps the running score (`game`).
+    `next_step` ("next") goes to the game's next step. When the last step is revealed the game is
+    over and everything is drawn. With `predict=True` the view opens in the game, so that its first
+    drawing holds nothing of it.
     """
 
     def __init__(
@@ -87,6 +94,9 @@ class StepThrough:
         budget: int | None = FIXED_BUDGET,
         prior: PriorChoice = None,
         width: int = 80,
+        predict: bool = False,
+        game_steps: int | Sequence[int] = GAME_STEPS,
+        game_seed: int = 0,
     ) -> None:
         if generate is None and lm is None:
             raise HDError("StepThrough needs a model (lm) or a generate function")
@@ -103,6 +113,7 @@ class StepThrough:
         self._gen: Generation | None = None
         self._quiet = False
         self.game: Game | None = None  # predict mode: the rounds played on this generation
+        self.game_steps, self.game_seed = game_steps, game_seed  # what a game plays unless told otherwise
 
         if prompts is None:
             prompts = prompt_choices()
@@ -114,6 +125,7 @@ class StepThrough:
 
         self._make_controls(choices, offered, enabled, temperature, seed, budget)
         self._make_predict_controls()
+        self.predict.value = predict  # before the first drawing: a game's view never shows the whole generation
         self.tokens_fig, self.tree_fig, self.steps_fig = FigureOutput(), FigureOutput(), FigureOutput()
         self.widget = self._wire()
         self.refresh()
@@ -175,6 +187,7 @@ class StepThrough:
         self.next_step = widgets.Button(description="next", tooltip="the next step of the game")
         self.score = widgets.HTML()
         self.score.add_class("hd-score")  # the browser test reads it
+        self.rule = widgets.HTML(f"<small>{html.escape(RULE)}</small>")
         self.predict_box = widgets.HBox([self.guess_accepted, self.guess_tier, self.reveal, self.next_step])
 
     def _wire(self) -> widgets.VBox:
@@ -199,6 +212,7 @@ class StepThrough:
                 widgets.HBox([self.play, self.step, self.predict]),
                 self.predict_box,
                 self.score,
+                self.rule,
                 self.tokens_fig.widget,
                 self.tree_fig.widget,
                 self.steps_fig.widget,
@@ -266,42 +280,76 @@ class StepThrough:
             self._draw_step()
 
     @property
+    def playing(self) -> bool:
+        """Whether a game is on: predict mode, with a step of the game not revealed yet."""
+        return bool(self.predict.value and self.game is not None and self.game.next_step is not None)
+
+    @property
     def revealed(self) -> bool:
-        """Whether the step on show may be drawn whole: out of the game, or played in it."""
-        return not self.predict.value or (self.game is not None and self.game.round_of(self.step.value) is not None)
+        """Whether the step on show may be drawn whole: out of a game, or played in it."""
+        return not self.playing or (self.game is not None and self.game.round_of(self.step.value) is not None)
+
+    @property
+    def _locked(self) -> list[widgets.Widget]:
+        """What a game disables while it is on: what moves the step, and what regenerates."""
+        settings = [self.prompt_choice, self.prompt_text, self.order, self.budget_choice, self.temperature, self.seed]
+        return [self.step, self.play, *settings, *self.tier_boxes.values()]
 
     def _draw_step(self) -> None:
-        """The step on show; in the game, until it is revealed, nothing of its outcome or later steps'."""
+        """The step on show; in a game, nothing of a step not revealed, of later steps, or of the whole
+        generation, and the controls that could show them disabled."""
         gen, index = self._gen, self.step.value
         if gen is None:
             return
-        shown = self.revealed
-        self.predict_box.layout.display = None if self.predict.value else "none"
-        self.guess_accepted.disabled = self.guess_tier.disabled = self.reveal.disabled = shown
-        self.next_step.disabled = self.game is None or self.game.next_step is None
+        shown, playing = self.revealed, self.playing
+        self.predict_box.layout.display = self.rule.layout.display = None if self.predict.value else "none"
+        self.guess_accepted.disabled = self.guess_tier.disabled = self.reveal.disabled = shown or not playing
+        self.next_step.disabled = not (playing and shown)
+        for w in self._locked:
+            w.disabled = playing
+        self.predict.disabled = playing and not shown  # out of the game only from a revealed step
         last = index if shown else index - 1  # the last step whose tokens may be drawn
+        if playing and self.game is not None and self.game.next_step is not None:
+            last = min(last, self.game.next_step - 1)  # never past a step of the game not revealed
         self.tokens_fig.show(token_figure(gen, last, self.label, self.width))
         step = gen.steps[index] if gen.steps else None
         if step is not None:
             hide = not shown
             self.tree_fig.show(draft_tree_figure(step, self.label, tiers=gen.tier_order, hide_outcome=hide))
-        self.steps_fig.show(tier_steps_figure(gen, index, before=None if not self.predict.value else last + 1))
-        self.tier_table.value = tier_stats_html(gen) if not self.predict.value else ""
-        if self.predict.value:
+        if playing:
+            self.steps_fig.clear()
+            self.tier_table.value = ""
             self.status.value = "<i>the predict game: the summaries are held back until the game ends</i>"
+        else:
+            self.steps_fig.show(tier_steps_figure(gen, index))
+            self.tier_table.value = tier_stats_html(gen)
+        if self.predict.value:
             played = self.game.round_of(index) if self.game is not None else None
             said = html.escape(played.message) if played is not None else "guess, then reveal"
+            if self.game is not None and not playing:
+                said = f"the game is over: {said}" if played is not None else "the game is over"
+                self.status.value = summary_html(gen, "the game is over")
             self.score.value = f"<b>{said}</b><br>{html.escape(self.game.summary) if self.game else ''}"
 
-    def play_game(self, steps: Sequence[int] | None = None) -> Game:
-        """Start the predict game on `steps` (a teacher's sequence, the same for the whole class;
-        default: every step in order) and show its first step."""
+    def play_game(self, steps: int | Sequence[int] | None = None, seed: int | None = None) -> Game:
+        """Start the predict game and show its first step, hidden. `steps`: how many steps to play,
+        drawn by `seed` among the steps that drafted anything (`hdlib.viz.game.pick_steps`: a teacher
+        announces the seed, and the class plays the same steps), or the steps themselves; played in
+        the generation's order. Default: the view's `game_steps` and `game_seed`."""
         gen = self._gen
         if gen is None or not gen.steps:
             raise HDError("there is no generation to play on")
-        chosen = list(range(len(gen.steps))) if steps is None else [int(s) for s in steps]
-        if not chosen or any(not 0 <= s < len(gen.steps) for s in chosen):
-            raise HDError(f"the game's steps must be among the generation's 0..{len(gen.steps) - 1}, got {chosen}")
+        steps = self.game_steps if steps is None else steps
+        seed = self.game_seed if seed is None else seed
+        if isinstance(steps, int):
+            chosen = pick_steps(gen, steps, seed)
+        else:
+            chosen = sorted({int(s) for s in steps})
+            if not chosen or any(not 0 <= s < len(gen.steps) for s in chosen):
+                raise HDError(
+                    f"the game's steps must be among this generation's 0..{len(gen.steps) - 1}, got {list(steps)} "
+                    "(or give how many to play: play_game(5, seed=...))"
+                )
         self.game = Game(chosen)
         self.guess_tier.options = tier_options(gen)
         with self._hold():
@@ -319,10 +367,12 @@ class StepThrough:
         self._draw_step()
 
     def go_to_next_step(self) -> None:
-        """The next step of the game's sequence not played yet."""
-        if self.game is not None and (following := self.game.next_step) is not None:
+        """The game's next step, once the one on show is revealed."""
+        if self.playing and self.revealed and self.game is not None and (following := self.game.next_step) is not None:
             self.guess_accepted.value = 0
-            self.step.value = following  # its observer draws it, hidden
+            with self._hold():
+                self.step.value = following
+            self._draw_step()  # hidden
 
     # The wiring ------------------------------------------------------------------------------------
 
@@ -345,12 +395,16 @@ class StepThrough:
             self._draw_step()
 
     def _on_predict(self, change: dict) -> None:
-        if change["new"] and self.game is None and not self._quiet:
-            self.play_game()
-        elif not self._quiet:
-            if not change["new"]:
-                self.status.value = summary_html(self._gen, "the game is over") if self._gen is not None else ""
+        if self._quiet:
+            return
+        if change["new"]:
+            if self._gen is not None and self._gen.steps:
+                self.play_game()  # a new game each time predict is turned on
+        else:  # out of the game: everything drawn again
+            self.game = None
             self._draw_step()
+            if self._gen is not None:
+                self.status.value = summary_html(self._gen, "the game is over")
 
     def _repr_mimebundle_(self, **kwargs):
         return self.widget._repr_mimebundle_(**kwargs)

@@ -52,7 +52,10 @@ async function main() {
 }
 
 // Notebook 03: the StepThrough widget, clicked as a person would: a tier, the step, the temperature,
-// the budget, then the predict game: five rounds of a guess (accepted drafts, tier), reveal, next step.
+// the budget. Then the predict game, the second widget, which opens in the game: its first drawing
+// (snapshot 'game'), the slider, play and the settings tried as a student would (snapshot 'game
+// tried'), then five rounds of a guess (accepted drafts, tier), reveal (snapshot 'reveal N') and next
+// (snapshot 'next N'); after the fifth reveal the game is over.
 async function stepThrough(nb) {
   const cell = nb.page.locator(WIDGET_CELL).first();
   const tier = () => cell.getByRole('checkbox', { name: 'model', exact: true }).click();
@@ -63,10 +66,22 @@ async function stepThrough(nb) {
   await nb.act('temperature', cell, 'answer', () => nb.pressOnSlider(cell, 'temperature', 'End'));
   // The budget control: 4 draft tokens per step, a new generation with fewer drafts per step.
   await nb.act('budget', cell, 'tokens per step', () => cell.getByRole('button', { name: '4', exact: true }).click());
-  // The predict game: the step drawn without its outcome (snapshot 'predict', then 'next N'), a guess
-  // of the accepted drafts and the tier, reveal (snapshot 'reveal N') and the score, the next step.
-  await nb.act('predict', cell, 'step', () => cell.getByRole('button', { name: 'predict', exact: true }).click());
-  const labelled = (kind, text) => cell.locator(kind, { has: nb.page.locator('.widget-label', { hasText: text }) });
+
+  const game = nb.page.locator(WIDGET_CELL).nth(1);
+  await game.scrollIntoViewIfNeeded();
+  await nb.snapshot('game');
+  await nb.screenshot('game', { locator: game });
+  // What a student tries on a step not revealed: the step slider to its end, play, a setting. Each is
+  // disabled, so nothing changes (the snapshot after is compared with the one before).
+  nb.phase = 'game tried';
+  await nb.pressOnSlider(game, 'step', 'End');
+  for (const button of await game.locator('.widget-play button').all()) await button.click({ force: true, timeout: 2000 }).catch(() => {});
+  await game.getByRole('button', { name: '64', exact: true }).click({ force: true, timeout: 2000 }).catch(() => {});
+  await game.getByRole('button', { name: 'next', exact: true }).click({ force: true, timeout: 2000 }).catch(() => {});
+  await nb.page.waitForTimeout(1500);
+  await nb.waitIdle();
+  await nb.snapshot('game tried');
+  const labelled = (kind, text) => game.locator(kind, { has: nb.page.locator('.widget-label', { hasText: text }) });
   nb.entry.rounds = [];
   for (let round = 0; round < 5; round++) {
     nb.phase = `guess ${round}`;
@@ -75,13 +90,13 @@ async function stepThrough(nb) {
     await accepted.press('Enter');
     await labelled('.widget-dropdown', /^tier$/).locator('select').selectOption({ index: round % 2 });
     await nb.waitIdle();
-    await nb.act(`reveal ${round}`, cell, 'step', () => cell.getByRole('button', { name: 'reveal', exact: true }).click());
-    nb.entry.rounds.push(await cell.locator('.hd-score').innerText());
+    await nb.act(`reveal ${round}`, game, 'step', () => game.getByRole('button', { name: 'reveal', exact: true }).click());
+    nb.entry.rounds.push(await game.locator('.hd-score').innerText());
     if (round < 4) {
-      await nb.act(`next ${round}`, cell, 'step', () => cell.getByRole('button', { name: 'next', exact: true }).click());
+      await nb.act(`next ${round}`, game, 'step', () => game.getByRole('button', { name: 'next', exact: true }).click());
     }
   }
-  await nb.addCell('view', 'again');  // the same widget shown a second time
+  await nb.addCell('view', 'again');  // the first widget shown a second time
   await nb.reload();
 }
 
@@ -396,8 +411,20 @@ function measureCell(cell, index) {
     };
   });
   const outputs = [...cell.querySelectorAll('.jp-OutputArea-output')];
+  // Every control a widget shows, by its label (a button by its text, play's buttons as 'play'), and
+  // whether it is disabled: what a student can still click.
+  const controls = [...cell.querySelectorAll('.widget-vbox :is(input, select, textarea, button, .noUi-target)')]
+    .filter((el) => el.offsetParent)
+    .map((el) => {
+      const around = el.closest('.widget-inline-hbox, .widget-checkbox, .widget-play, .widget-toggle-buttons');
+      let label = around?.querySelector('.widget-label')?.textContent.trim() || around?.textContent.trim() || '';
+      if (el.closest('.widget-play')) label = 'play';
+      else if (el.tagName === 'BUTTON') label = el.textContent.trim() || el.title || label;
+      return { label, kind: el.tagName.toLowerCase(), disabled: el.disabled === true || el.hasAttribute('disabled') };
+    });
   return {
     index,
+    controls,
     // JupyterLab's plotly renderer nodes: each must hold a drawn plot (one without is a figure not drawn)
     plotlyOutputs: cell.querySelectorAll('.jp-RenderedPlotly').length,
     prompt: cell.querySelector('.jp-InputPrompt')?.textContent.trim() ?? '',
