@@ -300,7 +300,8 @@ def measure() -> dict:
             out["notebooks"][slot.notebook] = times
             if again:
                 out["regenerations"][slot.what] = again
-            print(f"{slot.notebook}: {sum(times.values()):.1f} s, exercises {sum(again.values()):.1f} s", file=sys.stderr)
+            took = f"{sum(times.values()):.1f} s, exercises {sum(again.values()):.1f} s"
+            print(f"{slot.notebook}: {took}", file=sys.stderr)
     for path in sorted(NOTEBOOKS.glob("*.ipynb")):
         out["bfloat16_s"][path.stem] = round(sum(run_cells(path.stem, AS_ON_A_GPU).values()), 1)
         print(f"{path.stem} in bfloat16: {out['bfloat16_s'][path.stem]} s", file=sys.stderr)

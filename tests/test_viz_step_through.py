@@ -396,7 +396,7 @@ def test_a_view_opened_in_the_game_draws_nothing_of_it(lm, truths):
 
 
 def test_a_round_is_worth_one_point_where_no_draft_was_accepted():
-    """"0, none" is one judgement: a step with no draft accepted scores the count alone."""
+    """A guess of "0, none" is one judgement: a step with no draft accepted scores the count alone."""
     outcome = viz.Outcome(0, viz.game.NONE)
     assert viz.Round(3, 0, "context", outcome).points == 1 and viz.Round(3, 0, "context", outcome).worth == 1
     assert viz.Round(3, 2, "context", outcome).points == 0

@@ -91,7 +91,8 @@ class Round:
             guessed = f"{self.accepted} and {self.tier}"
         else:
             what, guessed = "the model accepted no draft", str(self.accepted)
-        return f"step {self.step}: {what}; you guessed {guessed}: {self.points} of {self.worth} point{'s' * (self.worth != 1)}"
+        worth = f"{self.worth} point{'s' * (self.worth != 1)}"
+        return f"step {self.step}: {what}; you guessed {guessed}: {self.points} of {worth}"
 
 
 @dataclass
