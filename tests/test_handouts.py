@@ -14,7 +14,7 @@ from hdlib.errors import HDError
 from hdlib.models.loading import load_model
 from hdlib.tiers.base import DraftTier, Tier
 from hdlib.viz.cards import DECKS, DEPTH, ORDERS, CardGame, CardRound
-from hdlib.viz.quiz import class_prompt, lossless_question, order_question, rejected_step_question
+from hdlib.viz.quiz import card_prompt, class_prompt, lossless_question, order_question, rejected_step_question
 
 HAND_TIER = Tier("hand", "H", "#332288")
 
@@ -80,7 +80,7 @@ def test_a_round_scores_what_the_engine_emits_from_its_hand_on_a_tiny_model(tmp_
 def test_the_card_games_key_is_what_the_engine_emits_for_every_round_and_order(handouts):
     game, _, _ = handouts
     lm = load_model("smollm2-135m")
-    prompt_ids = lm.encode_prompt(class_prompt())
+    prompt_ids = lm.encode_prompt(card_prompt())
     answer = generate(lm, prompt_ids, tiers=[], max_new_tokens=game.rounds[-1].index + DEPTH)
     assert len(game.rounds) == 4
     cms, scm = (game.scores(order) for order in ORDERS)  # the order matters in some rounds, not in others
@@ -102,7 +102,7 @@ def test_the_cards_are_the_tiers_own_drafts_there(handouts):
 
     game, _, _ = handouts
     lm = load_model("smollm2-135m")
-    prompt_ids = lm.encode_prompt(class_prompt())
+    prompt_ids = lm.encode_prompt(card_prompt())
     first = game.rounds[0]
     answer = generate(lm, prompt_ids, tiers=[], max_new_tokens=first.index)
     drafts = tier_drafts([make_tier(t, lm) for t in DECKS], prompt_ids + answer.tokens)

@@ -30,7 +30,9 @@ from hdlib.tiers.base import DraftTier, Tier
 from hdlib.viz.cards import DECKS, ORDERS, CardGame, card_page, folded, printable
 from hdlib.viz.lookup import PAPER_LOOKUP_MS
 
-CLASS_PROMPT = 6  # the project's prompt that the handouts answer: a summary of notes, which it quotes
+CLASS_PROMPT = 6  # the project's prompt that the exit quiz answers: a summary of notes, which it quotes
+CARD_PROMPT = 9  # the card game's: a word problem, whose answer copies the problem only in places, so that
+# in some rounds the C cards miss and a lower deck's card writes (`CardGame.deal`, `pick_rounds`)
 QUIZ_BUDGET = 4  # a small tree: more of its steps reject every draft
 SEED = 0
 
@@ -204,21 +206,26 @@ def quiz_page(quiz: Quiz, standalone: bool = True) -> str:
     return printable("HD exit quiz", STYLE, body, standalone)
 
 
-def class_prompt() -> str:
-    """The project's prompt `CLASS_PROMPT` (data/prompts/prompts.jsonl)."""
+def class_prompt(question_id: int = CLASS_PROMPT) -> str:
+    """One of the project's prompts (data/prompts/prompts.jsonl): by default `CLASS_PROMPT`."""
     questions = load_questions(data_dir() / "prompts" / "prompts.jsonl")
-    return next(q.turns[0] for q in questions if q.question_id == CLASS_PROMPT)
+    return next(q.turns[0] for q in questions if q.question_id == question_id)
+
+
+def card_prompt() -> str:
+    """The card game's prompt, `CARD_PROMPT`."""
+    return class_prompt(CARD_PROMPT)
 
 
 def write_handouts(
-    lm: LoadedModel, out: str | Path, prompt: str | None = None, rounds: int = 4
+    lm: LoadedModel, out: str | Path, prompt: str | None = None, rounds: int = 4, cards: str | None = None
 ) -> tuple[CardGame, Quiz, list[Path]]:
-    """The card game (the paper's three tiers of `lm`, `rounds` rounds of its greedy answer to
-    `prompt`, default `class_prompt()`) and the exit quiz on the same prompt, written to `out` as
-    cards.html and quiz.html; the game, the quiz and the two paths."""
+    """The card game (the paper's three tiers of `lm`, `rounds` rounds of its greedy answer to `cards`,
+    default `card_prompt()`) and the exit quiz on `prompt` (default `class_prompt()`), written to
+    `out` as cards.html and quiz.html; the game, the quiz and the two paths."""
     prompt = class_prompt() if prompt is None else prompt
     tiers = [make_tier(tier, lm) for tier in DECKS]
-    game = CardGame.deal(lm, prompt, tiers, rounds=rounds)
+    game = CardGame.deal(lm, card_prompt() if cards is None else cards, tiers, rounds=rounds)
     quiz = exit_quiz(lm, prompt, tiers, game)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
