@@ -77,3 +77,20 @@ def test_what_notebook_04_says_of_single_runs_gives_no_verdict():
     assert "still slower than plain decoding, here" not in text
     assert "it compares this run's numbers, not a verdict" in text and "beats" in text  # the code cell's word, read
     assert "lost in the noise" not in text and "Neither that run (one run, no interval) nor two questions" in text
+
+
+def test_what_notebook_01_says_of_a_cpu_pass_holds():
+    """01's figure fold: on the project's two 2-core CPUs a pass over 32 tokens took between 1.9 and
+    3.0 times as long as one over a single token (every configuration each cpu_forward.json measured)."""
+    import json
+
+    ratios = []
+    for path in sorted((ROOT / "benchmarks" / "results").glob("*/cpu_forward.json")):
+        data = json.loads(path.read_text(encoding="utf-8"))
+        at = data["k"].index(32)
+        assert data["machine"]["threads"] == 2, path
+        ratios += [ms[at] / ms[0] for ms in data["forward_ms"].values()]
+    assert len(ratios) >= 6 and (f"{min(ratios):.1f}", f"{max(ratios):.1f}") == ("1.9", "3.0")
+    said = text_of("01_speculative_decoding")
+    assert "a pass over 32 tokens took between 1.9 and 3.0 times as long as one over a single token" in said
+    assert "bound by arithmetic" not in said
