@@ -413,11 +413,14 @@ function measureCell(cell, index) {
   const outputs = [...cell.querySelectorAll('.jp-OutputArea-output')];
   // Every control a widget shows, by its label (a button by its text, play's buttons as 'play'), and
   // whether it is disabled: what a student can still click.
+  // (not plotly's own toolbar, which draws nothing of a step: zoom, pan, download)
   const controls = [...cell.querySelectorAll('.widget-vbox :is(input, select, textarea, button, .noUi-target)')]
-    .filter((el) => el.offsetParent)
+    .filter((el) => el.offsetParent && !el.closest('.modebar'))
     .map((el) => {
       const around = el.closest('.widget-inline-hbox, .widget-checkbox, .widget-play, .widget-toggle-buttons');
-      let label = around?.querySelector('.widget-label')?.textContent.trim() || around?.textContent.trim() || '';
+      const named = (node) => node?.textContent.replace(/\u200b/g, '').trim();  // a checkbox's label is blank
+      let label = named(around?.querySelector('.widget-label-basic')) || named(around?.querySelector('.widget-label'))
+        || named(around) || '';
       if (el.closest('.widget-play')) label = 'play';
       else if (el.tagName === 'BUTTON') label = el.textContent.trim() || el.title || label;
       return { label, kind: el.tagName.toLowerCase(), disabled: el.disabled === true || el.hasAttribute('disabled') };
