@@ -293,17 +293,21 @@ def unconfirmed(plan: Mapping[str, Any], run: Mapping[str, Any]) -> dict[tuple[s
     for cmp, other in zip(plan["comparisons"], run["comparisons"]):
         a, b = cmp["a"], cmp["b"]
         aa = (a, b) in twins([a, b])  # an A/A pair is held to MARGIN, as `tables` reads it
-
-        def read(x: Mapping[str, Any], c: str, margin: float) -> str:
-            pair = [Estimate.from_json(x[m][c]) for m in ("levels", "by_repeat") if m in x]
-            return verdict(*pair, within=MARGIN if aa else margin)
-
         for c in cmp["levels"]:
-            said = read(cmp, c, within[c])
-            second = {read(other, c, again[c]), verdict(crossed_of(run, a, b, c), within=MARGIN if aa else across[c])}
+            said = pair_verdict(cmp, c, within[c])
+            second = {pair_verdict(other, c, again[c]),
+                      verdict(crossed_of(run, a, b, c), within=MARGIN if aa else across[c])}  # fmt: skip
             if said in ("faster", "slower") and second != {said}:
                 found.setdefault((a, b), []).append(c)
     return found
+
+
+def pair_verdict(cmp: Mapping[str, Any], c: str, within: float) -> str:
+    """A comparison's verdict at concurrency `c`: its intervals by question and by repeat read together,
+    within `within`, or `MARGIN` for an A/A pair (one method against itself, held to the fixed margin)."""
+    aa = (cmp["a"], cmp["b"]) in twins([cmp["a"], cmp["b"]])
+    pair = [Estimate.from_json(cmp[m][c]) for m in ("levels", "by_repeat") if m in cmp]
+    return verdict(*pair, within=MARGIN if aa else within)
 
 
 def margins(data: Mapping[str, Any], reading: str = "pair") -> dict[str, float]:
@@ -527,12 +531,11 @@ def tables(data: Mapping[str, Any]) -> list[str]:
     for cmp in data["comparisons"]:
         aa = (cmp["a"], cmp["b"]) in twins([cmp["a"], cmp["b"]])  # an A/A pair is held to MARGIN, not to itself
         for c, e in cmp["levels"].items():
-            paired_ = [Estimate.from_json(cmp[m][c]) for m in ("levels", "by_repeat") if m in cmp]
             row = [f"{code(cmp['a'])} / {code(cmp['b'])}", str(c), interval(e, x), str(e["n"])]
             if "by_repeat" in cmp:
                 row += [interval(cmp["by_repeat"][c], x), str(cmp["by_repeat"][c]["n"])]
             mark = ", unconfirmed" if c in cmp.get("unconfirmed", ()) else ""  # a plan's reading (`unconfirmed`)
-            row.append(verdict(*paired_, within=MARGIN if aa else within[c]) + mark)
+            row.append(pair_verdict(cmp, c, within[c]) + mark)
             both = crossed_of(data, cmp["a"], cmp["b"], c)
             row += [estimate(both, x), verdict(both, within=MARGIN if aa else within_crossed[c])]
             if "throughput" in cmp:

@@ -124,14 +124,21 @@ def compare(records: Sequence[QuestionRuns], a: str, b: str) -> Comparison:
     repeats = {r.repeat for r in records}
     if len(repeats) < 2:
         return Comparison(a, b, ratios.pop("overall"), ratios)
+    each = question_repeat_ratios(records, a, b)
+    return Comparison(a, b, ratios.pop("overall"), ratios, t_over_repeats(list(by_repeat(each).values())))
+
+
+def question_repeat_ratios(records: Sequence[QuestionRuns], a: str, b: str) -> dict[tuple[int, int], float]:
+    """Method `a`'s throughput over `b`'s for each (question, repeat) both answered: all its turns'
+    tokens over their wall time (what `compare`'s interval over repeats and `hdlib.bench.intervals.crossed`
+    read)."""
 
     def rate(turns: Sequence[Turn]) -> float:
         wall = sum(t.wall_s for t in turns)
         return sum(t.tokens for t in turns) / wall if wall > 0 else 0.0
 
-    each = {(r.question_id, r.repeat): rate(r.runs[a]) / rate(r.runs[b]) for r in records
+    return {(r.question_id, r.repeat): rate(r.runs[a]) / rate(r.runs[b]) for r in records
             if rate(r.runs[a]) > 0 and rate(r.runs[b]) > 0}  # fmt: skip
-    return Comparison(a, b, ratios.pop("overall"), ratios, t_over_repeats(list(by_repeat(each).values())))
 
 
 def split_by_machine(records: Sequence[QuestionRuns], method_names: Sequence[str]) -> list[dict[str, Any]]:

@@ -202,20 +202,14 @@ def sealed_bench_sentences() -> list[str]:
 
 
 def bench_crossed(raw: Path, a: str, b: str) -> Estimate:
-    """A bench run's A/B over questions and repeats crossed (`hdlib.bench.intervals.crossed`): each
-    question-repeat's ratio of the two methods' tokens per second (all its turns' tokens over their
-    wall time), keyed by (question, repeat), the repeats numbered by the raw file's order."""
+    """A bench run's A/B over questions and repeats crossed (`hdlib.bench.intervals.crossed`) of each
+    question-repeat's throughput ratio (`hdlib.bench.metrics.question_repeat_ratios`), from its raw records."""
     from hdlib.bench.intervals import crossed
+    from hdlib.bench.metrics import question_repeat_ratios
+    from hdlib.bench.records import QuestionRuns
 
-    lines = raw.read_text(encoding="utf-8").splitlines()
-    questions = len(json.loads(lines[0])["settings"]["question_ids"])
-
-    def speed(record: Mapping[str, Any], method: str) -> float:
-        turns = record["runs"][method]
-        return sum(t["tokens"] for t in turns) / sum(t["wall_s"] for t in turns)
-
-    records = [json.loads(line) for line in lines[1:]]
-    return crossed({(r["question_id"], i // questions): speed(r, a) / speed(r, b) for i, r in enumerate(records)})
+    lines = raw.read_text(encoding="utf-8").splitlines()[1:]  # after the settings line
+    return crossed(question_repeat_ratios([QuestionRuns.from_json(json.loads(line)) for line in lines], a, b))
 
 
 SEALED_PAIRS = (("vllm-hd", "vllm"), ("vllm-hd", "vllm-suffix"), ("vllm-suffix", "vllm"))
