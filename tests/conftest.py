@@ -95,7 +95,7 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture(scope="session")
 def handouts(tmp_path_factory):
     """The handouts of the packaged model, written once as `hdlib handouts` writes them (the card game
-    and the exit quiz on the class prompt): (game, quiz, folder). test_handouts.py checks them against
+    on the card prompt, the exit quiz on the class prompt): (game, quiz, folder). test_handouts.py checks them against
     the engine, test_browser.py renders them."""
     from hdlib.models.loading import load_model
     from hdlib.viz.quiz import write_handouts

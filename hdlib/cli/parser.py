@@ -318,7 +318,8 @@ def _add_handouts(sub: argparse._SubParsersAction) -> None:
     hand.add_argument(
         "--prompt",
         default=None,
-        help="the answer the cards are dealt from (default: the project's prompt 6, a summary of notes)",
+        help="the prompt of both pages (default: the quiz on the project's prompt 6, a summary of notes; the cards "
+        "on its prompt 9, a word problem, where the context tier's cards sometimes miss)",
     )
     hand.add_argument("--rounds", type=_positive, default=4, help="rounds of the card game (default 4)")
     hand.add_argument("--model", default=DEFAULT_MODEL)

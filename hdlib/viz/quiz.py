@@ -220,12 +220,14 @@ def card_prompt() -> str:
 def write_handouts(
     lm: LoadedModel, out: str | Path, prompt: str | None = None, rounds: int = 4, cards: str | None = None
 ) -> tuple[CardGame, Quiz, list[Path]]:
-    """The card game (the paper's three tiers of `lm`, `rounds` rounds of its greedy answer to `cards`,
-    default `card_prompt()`) and the exit quiz on `prompt` (default `class_prompt()`), written to
-    `out` as cards.html and quiz.html; the game, the quiz and the two paths."""
+    """The card game (the paper's three tiers of `lm`, `rounds` rounds of its greedy answer to `cards`)
+    and the exit quiz on `prompt`, written to `out` as cards.html and quiz.html; the game, the quiz and
+    the two paths. A `prompt` given and no `cards`: both from it; neither: the quiz on `class_prompt()`,
+    the cards on `card_prompt()`."""
+    cards = cards if cards is not None else prompt if prompt is not None else card_prompt()
     prompt = class_prompt() if prompt is None else prompt
     tiers = [make_tier(tier, lm) for tier in DECKS]
-    game = CardGame.deal(lm, card_prompt() if cards is None else cards, tiers, rounds=rounds)
+    game = CardGame.deal(lm, cards, tiers, rounds=rounds)
     quiz = exit_quiz(lm, prompt, tiers, game)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
